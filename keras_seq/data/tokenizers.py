@@ -1,0 +1,521 @@
+"""Tokenizers: ``char``, ``word`` and ``subword`` (WordPiece via tensorflow-text).
+
+Every tokenizer has the same surface: ``fit(train_text)``, ``encode(text) -> ids``,
+``decode(ids) -> text``, ``save(dir)`` / :func:`load_tokenizer`, a ``fingerprint`` that
+changes whenever the tokens a model sees would change, and ``tf_encode(strings)``, an
+in-graph (``tf.string`` → ids) path for exported models that take raw text.
+
+Conventions shared by all kinds:
+
+* id 0 is ``<pad>`` (never a real token, so ``mask_zero`` works) and id 1 is ``<unk>``;
+* ``word`` and ``subword`` put ``<eos>`` after every non-blank line (the PTB convention);
+  blank lines produce nothing; ``char`` keeps ``"\\n"`` as an ordinary character;
+* word splitting: lower-case (option ``lower``), then every character that is not a
+  letter, digit, underscore, apostrophe or ASCII whitespace becomes a token of its own
+  (``"don't stop!"`` → ``don't``, ``stop``, ``!``), then split on ASCII whitespace. The
+  Python and in-graph paths apply the same rule and are tested to agree.
+
+Importing this module does not import TensorFlow; ``subword`` and ``tf_encode`` do.
+
+Example:
+
+>>> tok = make_tokenizer("word").fit("The cat sat.\\nThe dog sat!\\n")
+>>> tok.tokenize_lines("the cat ran.")
+[['the', 'cat', 'ran', '.']]
+>>> tok.decode(tok.encode("The cat ran.\\n"))
+'the cat <unk> .\\n'
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from keras_seq.errors import DataError
+
+PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
+FORMAT = "keras-seq-tokenizer"
+FILENAME = "tokenizer.json"
+
+# ASCII whitespace, written out so Python's re and TensorFlow's RE2 agree exactly.
+_WS = " \\t\\n\\r\\f\\v"
+_LINE_BREAK = "\x1e"  # record separator: stands for a line break between splitting steps
+_PY_PUNCT = re.compile(rf"[^\w{_WS}']")
+_RE2_PUNCT = rf"[^\pL\pN_{_WS}']"
+_PY_BREAKS = re.compile(rf"[{_WS}]*\n[{_WS}]*")
+_RE2_BREAKS = rf"[{_WS}]*\n[{_WS}]*"
+_PY_LEADING = re.compile(rf"^[{_WS}]+")
+_PY_SPLIT = re.compile(rf"[{_WS}]+")
+
+
+def _stable_hash(payload: dict) -> str:
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+class Tokenizer:
+    """Base class: vocabulary bookkeeping, ids, save/load and fingerprint."""
+
+    kind = "base"
+    specials: tuple[str, ...] = (PAD, UNK)
+
+    def __init__(self, **options):
+        self.options = options
+        self.vocab: list[str] = []
+        self._index: dict[str, int] = {}
+        self._graph_tables = None
+
+    # -- vocabulary ---------------------------------------------------------------------
+    def _set_vocab(self, vocab: list[str]) -> None:
+        if len(set(vocab)) != len(vocab):
+            raise DataError("vocabulary has duplicate entries; it cannot map tokens to ids")
+        self.vocab = list(vocab)
+        self._index = {t: i for i, t in enumerate(self.vocab)}
+        self._graph_tables = None
+
+    def _require_fitted(self) -> None:
+        if not self.vocab:
+            raise DataError(
+                f"{self.kind} tokenizer has no vocabulary yet; call fit(train_text) "
+                "or load_tokenizer(path) first"
+            )
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def pad_id(self) -> int:
+        return self._index[PAD]
+
+    @property
+    def unk_id(self) -> int:
+        return self._index[UNK]
+
+    @property
+    def eos_id(self) -> int | None:
+        return self._index.get(EOS)
+
+    @property
+    def fingerprint(self) -> str:
+        """``kind:hash`` of the kind, options and vocabulary (what decides the ids)."""
+        self._require_fitted()
+        digest = _stable_hash({"kind": self.kind, "options": self.options, "vocab": self.vocab})
+        return f"{self.kind}:{digest}"
+
+    def describe(self) -> dict:
+        return {
+            "kind": self.kind,
+            "options": dict(self.options),
+            "vocab_size": self.vocab_size,
+            "fingerprint": self.fingerprint,
+        }
+
+    # -- text <-> tokens <-> ids ----------------------------------------------------------
+    def fit(self, text: str) -> Tokenizer:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def tokens(self, text: str) -> list[str]:  # pragma: no cover - abstract
+        """The token stream of ``text`` (boundary tokens included, OOV not replaced)."""
+        raise NotImplementedError
+
+    def map_unknown(self, tokens: list[str]) -> list[str]:
+        """Replace tokens outside the vocabulary with ``<unk>``."""
+        self._require_fitted()
+        index = self._index
+        return [t if t in index else UNK for t in tokens]
+
+    def tokens_to_ids(self, tokens: list[str]) -> np.ndarray:
+        self._require_fitted()
+        get, unk = self._index.get, self.unk_id
+        return np.fromiter((get(t, unk) for t in tokens), dtype=np.int32, count=len(tokens))
+
+    def ids_to_tokens(self, ids) -> list[str]:
+        self._require_fitted()
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            bad = ids[(ids < 0) | (ids >= self.vocab_size)][0]
+            raise DataError(
+                f"token id {int(bad)} is outside this vocabulary (size {self.vocab_size}); "
+                "the ids come from a different tokenizer or model"
+            )
+        return [self.vocab[i] for i in ids]
+
+    def encode(self, text: str) -> np.ndarray:
+        """Ids of the token stream of ``text`` (int32, 1-D); OOV tokens become ``<unk>``."""
+        return self.tokens_to_ids(self.tokens(text))
+
+    def decode(self, ids) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def oov_rate(self, text: str) -> float:
+        """Share of the tokens of ``text`` that are not in the vocabulary."""
+        toks = self.tokens(text)
+        if not toks:
+            return 0.0
+        index = self._index
+        return sum(t not in index for t in toks) / len(toks)
+
+    # -- persistence ----------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        self._require_fitted()
+        return {
+            "format": FORMAT,
+            "version": 1,
+            "kind": self.kind,
+            "options": self.options,
+            "vocab": self.vocab,
+            "fingerprint": self.fingerprint,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``tokenizer.json`` into directory ``path`` (or to ``path`` if it ends in .json)."""
+        path = Path(path)
+        target = path if path.suffix == ".json" else path / FILENAME
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8")
+        return target
+
+    # -- in-graph path --------------------------------------------------------------------
+    def _lookup_table(self):
+        import tensorflow as tf
+
+        if self._graph_tables is None:
+            keys = list(self.vocab)
+            values = list(range(len(keys)))
+            if self.eos_id is not None:
+                keys.append(_LINE_BREAK)
+                values.append(self.eos_id)
+            init = tf.lookup.KeyValueTensorInitializer(
+                tf.constant(keys), tf.constant(values, dtype=tf.int32)
+            )
+            self._graph_tables = tf.lookup.StaticHashTable(init, default_value=self.unk_id)
+        return self._graph_tables
+
+    def tf_encode(self, texts):
+        """Encode a batch of strings in-graph: ``tf.string (B,)`` → ``tf.RaggedTensor (B, None)``.
+
+        Gives the same ids as :meth:`encode` on each string.
+        """
+        raise NotImplementedError  # pragma: no cover - abstract
+
+
+def _split_words(text: str, lower: bool) -> list[str]:
+    """The word rule (see module docstring); line breaks become ``_LINE_BREAK`` tokens."""
+    if lower:
+        text = text.lower()
+    text = _PY_LEADING.sub("", text)
+    text = _PY_BREAKS.sub(f" {_LINE_BREAK} ", text)
+    text = _PY_PUNCT.sub(r" \g<0> ", text)
+    return [t for t in _PY_SPLIT.split(text) if t]
+
+
+def _tf_split_words(texts, lower: bool):
+    """In-graph twin of :func:`_split_words`: ``(B,)`` strings → ragged ``(B, None)`` words."""
+    import tensorflow as tf
+
+    if lower:
+        texts = tf.strings.lower(texts, encoding="utf-8")
+    texts = tf.strings.regex_replace(texts, rf"^[{_WS}]+", "")
+    texts = tf.strings.regex_replace(texts, _RE2_BREAKS, f" {_LINE_BREAK} ")
+    texts = tf.strings.regex_replace(texts, _RE2_PUNCT, r" \0 ")
+    return tf.strings.split(texts)
+
+
+class WordTokenizer(Tokenizer):
+    """Whitespace-and-punctuation word tokenizer with a count-ranked vocabulary.
+
+    Args:
+        max_vocab: largest vocabulary size, specials included (``None``: no limit).
+        min_count: keep words seen at least this often in training (1 keeps every word).
+        lower: lower-case the text first.
+
+    Example:
+
+    >>> tok = WordTokenizer(min_count=1).fit("a b a\\n")
+    >>> tok.vocab
+    ['<pad>', '<unk>', '<eos>', 'a', 'b']
+    >>> tok.encode("a c\\n").tolist()
+    [3, 1, 2]
+    """
+
+    kind = "word"
+    specials = (PAD, UNK, EOS)
+
+    def __init__(self, max_vocab: int | None = None, min_count: int = 1, lower: bool = True):
+        _check_vocab_options(max_vocab, min_count, len(self.specials))
+        super().__init__(max_vocab=max_vocab, min_count=min_count, lower=lower)
+
+    def tokenize_lines(self, text: str) -> list[list[str]]:
+        """Token strings per non-blank line, without boundary markers, OOV kept as is."""
+        lines, current = [], []
+        for tok in _split_words(text, self.options["lower"]):
+            if tok == _LINE_BREAK:
+                lines.append(current)
+                current = []
+            else:
+                current.append(tok)
+        if current:
+            lines.append(current)
+        return [line for line in lines if line]
+
+    def tokens(self, text: str) -> list[str]:
+        return [EOS if t == _LINE_BREAK else t for t in _split_words(text, self.options["lower"])]
+
+    def fit(self, text: str) -> WordTokenizer:
+        counts = collections.Counter(
+            t for t in _split_words(text, self.options["lower"]) if t != _LINE_BREAK
+        )
+        if not counts:
+            raise DataError("cannot fit a word tokenizer on text with no words")
+        self._set_vocab(_ranked_vocab(counts, self.specials, **self._vocab_limits()))
+        return self
+
+    def _vocab_limits(self) -> dict:
+        return {"max_vocab": self.options["max_vocab"], "min_count": self.options["min_count"]}
+
+    def decode(self, ids) -> str:
+        out, line = [], []
+        for tok in self.ids_to_tokens(ids):
+            if tok == EOS:
+                out.append(" ".join(line) + "\n")
+                line = []
+            elif tok != PAD:
+                line.append(tok)
+        return "".join(out) + " ".join(line)
+
+    def tf_encode(self, texts):
+        words = _tf_split_words(texts, self.options["lower"])
+        return self._lookup_table().lookup(words)
+
+
+class CharTokenizer(Tokenizer):
+    """One token per Unicode code point (``"\\n"`` included); unseen characters → ``<unk>``.
+
+    Example:
+
+    >>> tok = CharTokenizer().fit("abca")
+    >>> tok.decode(tok.encode("cab"))
+    'cab'
+    """
+
+    kind = "char"
+
+    def __init__(self, max_vocab: int | None = None, min_count: int = 1):
+        _check_vocab_options(max_vocab, min_count, len(self.specials))
+        super().__init__(max_vocab=max_vocab, min_count=min_count)
+
+    def tokens(self, text: str) -> list[str]:
+        return list(text)
+
+    def tokenize_lines(self, text: str) -> list[list[str]]:
+        return [list(line) for line in text.split("\n") if line]
+
+    def fit(self, text: str) -> CharTokenizer:
+        counts = collections.Counter(text)
+        if not counts:
+            raise DataError("cannot fit a char tokenizer on empty text")
+        self._set_vocab(
+            _ranked_vocab(
+                counts, self.specials, self.options["max_vocab"], self.options["min_count"],
+                order="sorted",
+            )
+        )
+        return self
+
+    def decode(self, ids) -> str:
+        return "".join(t for t in self.ids_to_tokens(ids) if t != PAD)
+
+    def tf_encode(self, texts):
+        import tensorflow as tf
+
+        chars = tf.strings.unicode_split(texts, "UTF-8")
+        return self._lookup_table().lookup(chars)
+
+
+class SubwordTokenizer(Tokenizer):
+    """WordPiece subwords learned with tensorflow-text's vocabulary builder.
+
+    Words are first cut by the word rule; each word is then split into WordPiece pieces
+    (continuations start with ``##``) by ``tensorflow_text.FastWordpieceTokenizer``.
+
+    Args:
+        vocab_size: target vocabulary size (the learner may return slightly fewer).
+        lower: lower-case the text first.
+
+    Example:
+
+    >>> tok = SubwordTokenizer(vocab_size=60).fit("lower lowest newer newest\\n" * 20)
+    >>> tok.decode(tok.encode("lowest newer\\n"))
+    'lowest newer\\n'
+    """
+
+    kind = "subword"
+    specials = (PAD, UNK, EOS)
+
+    def __init__(self, vocab_size: int = 8000, lower: bool = True):
+        if not isinstance(vocab_size, int) or vocab_size < 16:
+            raise DataError(f"subword vocab_size must be an integer ≥ 16, got {vocab_size!r}")
+        super().__init__(vocab_size=vocab_size, lower=lower)
+        self._wordpiece = None
+
+    def fit(self, text: str) -> SubwordTokenizer:
+        from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as lib
+
+        counts = collections.Counter(
+            t for t in _split_words(text, self.options["lower"]) if t != _LINE_BREAK
+        )
+        if not counts:
+            raise DataError("cannot fit a subword tokenizer on text with no words")
+        learned = lib.learn(
+            counts.most_common(),
+            vocab_size=self.options["vocab_size"],
+            reserved_tokens=list(self.specials),
+            lower_thresh=1,
+        )
+        self._set_vocab(list(self.specials) + [t for t in learned if t not in self.specials])
+        return self
+
+    def _set_vocab(self, vocab: list[str]) -> None:
+        super()._set_vocab(vocab)
+        self._wordpiece = None
+
+    def _tokenizer(self):
+        import tensorflow_text as tf_text
+
+        if self._wordpiece is None:
+            self._wordpiece = tf_text.FastWordpieceTokenizer(
+                vocab=self.vocab, suffix_indicator="##", unknown_token=UNK,
+                support_detokenization=True,
+            )
+        return self._wordpiece
+
+    def tokens(self, text: str) -> list[str]:
+        import tensorflow as tf
+
+        self._require_fitted()
+        words = _split_words(text, self.options["lower"])
+        if not words:
+            return []
+        pieces = self._tokenizer().tokenize(tf.constant(words, dtype=tf.string))
+        ids = pieces.flat_values.numpy()
+        rows = pieces.row_lengths().numpy()
+        out, start = [], 0
+        for word, n in zip(words, rows):
+            if word == _LINE_BREAK:
+                out.append(EOS)
+            else:
+                out.extend(self.vocab[i] for i in ids[start:start + n])
+            start += n
+        return out
+
+    def tokenize_lines(self, text: str) -> list[list[str]]:
+        lines, current = [], []
+        for tok in self.tokens(text):
+            if tok == EOS:
+                lines.append(current)
+                current = []
+            else:
+                current.append(tok)
+        if current:
+            lines.append(current)
+        return [line for line in lines if line]
+
+    def decode(self, ids) -> str:
+        out, line = [], ""
+        for tok in self.ids_to_tokens(ids):
+            if tok == EOS:
+                out.append(line + "\n")
+                line = ""
+            elif tok == PAD:
+                continue
+            elif tok.startswith("##"):
+                line += tok[2:]
+            else:
+                line = f"{line} {tok}" if line else tok
+        return "".join(out) + line
+
+    def tf_encode(self, texts):
+        import tensorflow as tf
+
+        words = _tf_split_words(texts, self.options["lower"])
+        by_word = self._tokenizer().tokenize(words)  # (B, words, pieces)
+        pieces = by_word.merge_dims(-2, -1)  # (B, pieces)
+        # The line-break marker is not a vocabulary entry, so WordPiece maps it to <unk>;
+        # put <eos> back where the word was the marker.
+        is_break = tf.equal(words.flat_values, _LINE_BREAK)
+        mask = tf.repeat(is_break, by_word.row_lengths(axis=2).flat_values)
+        flat = tf.where(mask, tf.cast(self.eos_id, pieces.dtype), pieces.flat_values)
+        return tf.cast(pieces.with_flat_values(flat), tf.int32)
+
+
+KINDS = {"char": CharTokenizer, "word": WordTokenizer, "subword": SubwordTokenizer}
+
+
+def _check_vocab_options(max_vocab, min_count, n_specials: int) -> None:
+    if max_vocab is not None and (not isinstance(max_vocab, int) or max_vocab <= n_specials):
+        raise DataError(
+            f"max_vocab must be an integer larger than the {n_specials} special tokens, "
+            f"got {max_vocab!r}; use None for no limit"
+        )
+    if not isinstance(min_count, int) or min_count < 1:
+        raise DataError(f"min_count must be an integer ≥ 1, got {min_count!r}")
+
+
+def _ranked_vocab(counts, specials, max_vocab, min_count, order="count") -> list[str]:
+    """Specials first, then tokens by descending count (ties alphabetical) or sorted."""
+    kept = [(t, c) for t, c in counts.items() if c >= min_count and t not in specials]
+    kept.sort(key=lambda tc: (-tc[1], tc[0]))
+    if max_vocab is not None:
+        kept = kept[: max_vocab - len(specials)]
+    tokens = [t for t, _ in kept]
+    if order == "sorted":
+        tokens.sort()
+    return list(specials) + tokens
+
+
+def make_tokenizer(kind: str, **options) -> Tokenizer:
+    """A new, unfitted tokenizer of ``kind`` (``char``, ``word`` or ``subword``)."""
+    if kind not in KINDS:
+        raise DataError(f"unknown tokenizer {kind!r}; expected one of {', '.join(KINDS)}")
+    cls = KINDS[kind]
+    import inspect
+
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    unknown = {k for k, v in options.items() if v is not None and k not in accepted}
+    if unknown:
+        raise DataError(
+            f"option(s) {', '.join(sorted(unknown))} do not apply to the {kind} tokenizer; "
+            f"it accepts {', '.join(sorted(accepted))}"
+        )
+    return cls(**{k: v for k, v in options.items() if k in accepted and v is not None})
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """Load a tokenizer saved with :meth:`Tokenizer.save` (a directory or the .json file)."""
+    path = Path(path)
+    target = path / FILENAME if path.is_dir() else path
+    if not target.is_file():
+        raise DataError(f"no tokenizer at {target}; expected a {FILENAME} written by save()")
+    try:
+        data = json.loads(target.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DataError(f"{target} is not a keras-seq tokenizer file: {err}") from None
+    if data.get("format") != FORMAT or data.get("kind") not in KINDS:
+        raise DataError(
+            f"{target} is not a keras-seq tokenizer file (format {data.get('format')!r}, "
+            f"kind {data.get('kind')!r})"
+        )
+    tok = KINDS[data["kind"]](**data["options"])
+    tok._set_vocab(data["vocab"])
+    if data.get("fingerprint") and data["fingerprint"] != tok.fingerprint:
+        raise DataError(
+            f"{target} is corrupt: its vocabulary hashes to {tok.fingerprint}, "
+            f"but the file says {data['fingerprint']}"
+        )
+    return tok

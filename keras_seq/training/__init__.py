@@ -1,0 +1,1 @@
+"""Training helpers: Keras metrics and callbacks (these import TensorFlow)."""

@@ -1,0 +1,29 @@
+"""Shared test set-up: corpora come from ../shared/data (never downloaded), TF logs quiet."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+_SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+if "KERAS_SEQ_DATA_DIR" not in os.environ and _SHARED.is_dir():
+    os.environ["KERAS_SEQ_DATA_DIR"] = str(_SHARED)
+
+
+@pytest.fixture
+def shakespeare_available():
+    folder = os.environ.get("KERAS_SEQ_DATA_DIR")
+    if not folder or not (Path(folder) / "tinyshakespeare.txt").is_file():
+        pytest.skip("tinyshakespeare.txt not found in $KERAS_SEQ_DATA_DIR")
+    return Path(folder) / "tinyshakespeare.txt"
+
+
+@pytest.fixture
+def tiny_text():
+    return (
+        "The cat sat on the mat.\n"
+        "The dog sat on the log!\n"
+        "\n"
+        "Don't stop: the cat's hat, the dog's bone.\n"
+    )

@@ -1,0 +1,51 @@
+import json
+
+import pytest
+
+from keras_seq.cli import main
+
+
+def test_help(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "data" in out and "bench" in out
+
+
+@pytest.mark.parametrize("tokenizer", ["char", "word", "subword"])
+def test_data_stats_json_embedded(capsys, tokenizer):
+    extra = ["--vocab-size", "500"] if tokenizer == "subword" else []
+    assert main(["data", "stats", "--data", "python-docs", "--tokenizer", tokenizer,
+                 "--json", *extra]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["tokenizer"]["kind"] == tokenizer
+    assert stats["tokenizer"]["fingerprint"].startswith(tokenizer + ":")
+    assert set(stats["splits"]) == {"train", "val", "test"}
+    assert stats["splits"]["train"]["oov_tokens"] == 0  # the vocabulary comes from train
+    assert stats["corpus"]["name"] == "python-docs"
+
+
+def test_data_stats_table(capsys, shakespeare_available):
+    assert main(["data", "stats", "--data", "tinyshakespeare", "--split-ratio", "90/10"]) == 0
+    out = capsys.readouterr().out
+    assert "fingerprint word:" in out and "val" in out and "oov_rate" in out
+
+
+def test_tokenize_writes_identical_tokens(tmp_path, capsys):
+    out = tmp_path / "val.txt"
+    assert main(["data", "tokenize", "--data", "python-docs", "--split", "val",
+                 "--min-count", "2", "--out", str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert lines and all(line == line.strip() for line in lines)
+    assert "<unk>" in out.read_text()  # min-count 2 leaves rare words out
+    assert "wrote" in capsys.readouterr().err
+
+
+def test_errors_are_one_line(capsys):
+    assert main(["data", "stats", "--data", "/no/such/corpus"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("keras-seq: error: no such corpus") and "Traceback" not in err
+    assert main(["data", "stats", "--tokenizer", "char", "--vocab-size", "10"]) == 2
+    assert "do not apply" in capsys.readouterr().err
+    assert main(["data", "stats", "--split-ratio", "nonsense"]) == 2

@@ -1,0 +1,123 @@
+import sys
+
+import numpy as np
+import pytest
+
+from keras_seq.data.tokenizers import (
+    EOS,
+    UNK,
+    CharTokenizer,
+    WordTokenizer,
+    load_tokenizer,
+    make_tokenizer,
+)
+from keras_seq.errors import DataError
+
+TRICKY = (
+    "  Leading space. Don't STOP: it's 3.5% (or so)!\n"
+    "\n"
+    "Tabs\there\tand ünïcödé — dashes; «quotes» café_au_lait\r\n"
+    "last line without newline?"
+)
+
+
+def test_word_rule(tiny_text):
+    tok = WordTokenizer().fit(tiny_text)
+    assert tok.tokenize_lines("Don't stop: the cat's hat!") == [
+        ["don't", "stop", ":", "the", "cat's", "hat", "!"]
+    ]
+    assert tok.vocab[:3] == ["<pad>", UNK, EOS]
+    assert tok.vocab[3] == "the"  # most frequent first
+    stream = tok.tokens(tiny_text)
+    assert stream.count(EOS) == 3  # one per non-blank line
+    assert tok.decode(tok.encode("the cat ran\n")) == "the cat <unk>\n"
+
+
+def test_vocab_limits(tiny_text):
+    full = WordTokenizer().fit(tiny_text).vocab_size
+    assert WordTokenizer(min_count=2).fit(tiny_text).vocab_size < full
+    assert WordTokenizer(max_vocab=5).fit(tiny_text).vocab_size == 5
+    with pytest.raises(DataError, match="max_vocab"):
+        WordTokenizer(max_vocab=2)
+    with pytest.raises(DataError, match="min_count"):
+        WordTokenizer(min_count=0)
+
+
+def test_char_roundtrip_and_unknowns():
+    tok = CharTokenizer().fit("hello world\n")
+    assert tok.decode(tok.encode("hello\nworld")) == "hello\nworld"
+    assert tok.decode(tok.encode("xyz")) == "<unk><unk><unk>"
+    assert tok.oov_rate("hex") == pytest.approx(1 / 3)
+
+
+def test_fingerprint_tracks_what_decides_the_ids(tiny_text):
+    a = WordTokenizer().fit(tiny_text)
+    assert a.fingerprint == WordTokenizer().fit(tiny_text).fingerprint
+    assert a.fingerprint != WordTokenizer(lower=False).fit(tiny_text).fingerprint
+    assert a.fingerprint != WordTokenizer().fit(tiny_text + "zebra\n").fingerprint
+    assert a.fingerprint != CharTokenizer().fit(tiny_text).fingerprint
+    assert a.fingerprint.startswith("word:")
+
+
+@pytest.mark.parametrize("kind", ["char", "word"])
+def test_save_load_roundtrip(tmp_path, tiny_text, kind):
+    tok = make_tokenizer(kind).fit(tiny_text)
+    tok.save(tmp_path)
+    again = load_tokenizer(tmp_path)
+    assert again.fingerprint == tok.fingerprint
+    np.testing.assert_array_equal(again.encode(tiny_text), tok.encode(tiny_text))
+
+
+def test_load_errors(tmp_path, tiny_text):
+    with pytest.raises(DataError, match="no tokenizer"):
+        load_tokenizer(tmp_path)
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(DataError, match="not a keras-seq tokenizer"):
+        load_tokenizer(tmp_path)
+    path = WordTokenizer().fit(tiny_text).save(tmp_path / "t.json")
+    path.write_text(path.read_text().replace('"the"', '"thee"'))
+    with pytest.raises(DataError, match="corrupt"):
+        load_tokenizer(path)
+
+
+def test_unfitted_and_unknown():
+    with pytest.raises(DataError, match="no vocabulary yet"):
+        WordTokenizer().encode("x")
+    with pytest.raises(DataError, match="unknown tokenizer"):
+        make_tokenizer("bpe")
+    with pytest.raises(DataError, match="do not apply"):
+        make_tokenizer("char", vocab_size=10)
+    tok = CharTokenizer().fit("ab")
+    with pytest.raises(DataError, match="outside this vocabulary"):
+        tok.decode([99])
+
+
+def test_importing_tokenizers_does_not_import_tensorflow():
+    import subprocess
+
+    code = "import keras_seq.data, keras_seq.metrics, sys; assert 'tensorflow' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("kind", ["char", "word", "subword"])
+def test_graph_path_equals_python_path(kind):
+    import tensorflow as tf
+
+    train = ("the quick brown fox jumps over the lazy dog. Don't panic!\n" * 30) + TRICKY
+    options = {"vocab_size": 80} if kind == "subword" else {}
+    tok = make_tokenizer(kind, **options).fit(train)
+    texts = [TRICKY, "the fox\n\nthe dog\n", "", "   \n"]
+    graph = tok.tf_encode(tf.constant(texts))
+    for text, ids in zip(texts, graph):
+        np.testing.assert_array_equal(ids.numpy(), tok.encode(text), err_msg=repr(text))
+
+
+def test_subword_roundtrip_and_save(tmp_path):
+    text = "lower lowest newer newest wider widest\n" * 40
+    tok = make_tokenizer("subword", vocab_size=60).fit(text)
+    ids = tok.encode("lowest newer\nwidest\n")
+    assert tok.decode(ids) == "lowest newer\nwidest\n"
+    assert any(t.startswith("##") for t in tok.vocab)
+    tok.save(tmp_path)
+    again = load_tokenizer(tmp_path)
+    np.testing.assert_array_equal(again.encode("newest wider\n"), tok.encode("newest wider\n"))
