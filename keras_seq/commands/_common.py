@@ -107,3 +107,17 @@ def print_table(rows: list[dict], columns: list[str] | None = None, file=None) -
     print("  ".join("-" * w for w in widths), file=file)
     for row in cells:
         print(line(row), file=file)
+
+
+def group_parser(subparsers, name: str, help_text: str):
+    """The sub-parsers of a command group such as ``train`` or ``eval``.
+
+    Several command modules add models to the same group (``train lm``, ``train seq2seq``),
+    so the group is created by whichever module registers first and then reused.
+    """
+    groups = subparsers.__dict__.setdefault("_keras_seq_groups", {})
+    if name not in groups:
+        parser = subparsers.add_parser(name, help=help_text)
+        groups[name] = parser.add_subparsers(dest=f"{name}_command", metavar="MODEL")
+        parser.set_defaults(func=lambda args: parser.print_help() or 2)
+    return groups[name]

@@ -1,0 +1,34 @@
+"""``keras-seq bench ngram``: Kneser-Ney estimation speed/memory and PPL by order."""
+
+from __future__ import annotations
+
+import json
+import math
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("ngram", help="KN5 estimation time/memory, MLE/add-1/KN PPL")
+    p.add_argument("--data", default="tinyshakespeare")
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--split-ratio", default="90/10/0")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="copies of the train split to estimate on (default 3 ≈ 770k words)")
+    p.add_argument("--order", type=int, default=5)
+    p.add_argument("--lmplz", default=None, help="path to KenLM's lmplz to compare with")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args) -> int:
+    from keras_seq.ngram.bench import format_bench, run_bench
+    from keras_seq.ngram.counts import check_order
+
+    out = run_bench(args.data, repeat=args.repeat, split=args.split_ratio,
+                    max_order=check_order(args.order), lmplz=args.lmplz,
+                    data_dir=args.data_dir)
+    if args.json:
+        print(json.dumps(out, indent=2,
+                         default=str, allow_nan=True).replace("Infinity", '"inf"'))
+    else:
+        print(format_bench(out))
+    return 0 if not any(math.isnan(r["ppl_kn"]) for r in out["ppl"]) else 1

@@ -1,0 +1,216 @@
+"""``keras-seq ngram train|eval|sparsity|generate|next``: n-gram language models.
+
+Never imports TensorFlow (start-up time counts): everything here is numpy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+
+from keras_seq.commands._common import add_data_args
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "ngram", help="n-gram language models (MLE, add-k, Kneser-Ney; ARPA in and out)"
+    )
+    sub = parser.add_subparsers(dest="ngram_command", metavar="ACTION")
+    parser.set_defaults(func=lambda args: parser.print_help() or 2)
+
+    def data_args(p):
+        add_data_args(p, default=None)
+
+    def vocab_args(p):
+        p.add_argument("--tokenizer", default="word", help="only 'word' for n-grams")
+        p.add_argument("--max-vocab", type=int, default=None)
+        p.add_argument("--min-count", type=int, default=1)
+
+    p = sub.add_parser("train", help="count a corpus, estimate a model, write ARPA")
+    data_args(p)
+    vocab_args(p)
+    p.add_argument("--order", type=int, default=5)
+    p.add_argument("--smoothing", choices=("kn", "addk", "mle"), default="kn")
+    p.add_argument("--k", type=float, default=1.0, help="pseudo-count for addk")
+    p.add_argument("--no-discount-fallback", action="store_true",
+                   help="fail like lmplz when Kneser-Ney discounts cannot be estimated")
+    p.add_argument("--out", required=True, help="ARPA file to write")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("eval", help="perplexity of an ARPA model on a split")
+    p.add_argument("--model", required=True)
+    data_args(p)
+    p.add_argument("--split", default="val", choices=("train", "val", "test"))
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("sparsity", help="unseen n-grams and MLE/add-k/KN perplexity by order")
+    data_args(p)
+    vocab_args(p)
+    p.add_argument("--max-order", type=int, default=5)
+    p.add_argument("--k", type=float, default=1.0)
+    p.add_argument("--split", default="val", choices=("val", "test"))
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--plot", default=None, help="save a PNG here")
+    p.set_defaults(func=cmd_sparsity)
+
+    p = sub.add_parser("generate", help="sample text from an ARPA model")
+    p.add_argument("--model", required=True)
+    p.add_argument("--max-tokens", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prompt", default="", help="words to continue (space separated)")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("next", help="the top-k next tokens after a context")
+    p.add_argument("--model", required=True)
+    p.add_argument("--context", default="", help="space-separated words; '<s>' = line start")
+    p.add_argument("--top-k", type=int, default=10)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_next)
+
+
+def _progress(total: int, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="lines", disable=None if total > 200_000 else True,
+                file=sys.stderr)
+
+
+def cmd_train(args) -> int:
+    from keras_seq.ngram.arpa import write_arpa
+    from keras_seq.ngram.counts import NgramCounts, Vocabulary, check_order
+    from keras_seq.ngram.data import load_tokenized
+    from keras_seq.ngram.estimators import CountModel
+    from keras_seq.ngram.kneser_ney import kneser_ney
+
+    order = check_order(args.order)
+    start = time.perf_counter()
+    data = load_tokenized(args.data, tokenizer=args.tokenizer, max_vocab=args.max_vocab,
+                          min_count=args.min_count, split=args.split_ratio,
+                          data_dir=args.data_dir)
+    vocab = Vocabulary.from_lines(data.train)
+    stream = vocab.encode(data.train)
+    counts = NgramCounts.from_stream(stream, order, len(vocab))
+    meta = {
+        "tokenizer": "word",
+        "tokenizer_options": data.tokenizer.options,
+        "tokenizer_fingerprint": data.tokenizer.fingerprint,
+        "corpus": data.corpus.name,
+        "corpus_sha256": data.corpus.sha256,
+        "corpus_split": args.split_ratio,
+        "train_tokens": stream.n_predicted,
+    }
+    if args.smoothing == "kn":
+        model = kneser_ney(counts, vocab, not args.no_discount_fallback, meta)
+    else:
+        model = CountModel(counts, vocab, args.smoothing, args.k).to_backoff(meta)
+    bar = _progress(sum(model.counts), "writing ARPA")
+    write_arpa(model, args.out, progress=bar.update)
+    bar.close()
+    grams = ", ".join(f"{n + 1}-grams {c:,}" for n, c in enumerate(model.counts))
+    print(f"wrote {args.out}: order {order} {args.smoothing}, {stream.n_predicted:,} training "
+          f"tokens, vocabulary {len(vocab):,}; {grams} ({time.perf_counter() - start:.1f}s)")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from keras_seq.errors import DataError
+    from keras_seq.ngram.arpa import read_arpa
+    from keras_seq.ngram.data import load_tokenized
+    from keras_seq.ngram.scorer import evaluate, zero_prob_tokens
+
+    model = read_arpa(args.model)
+    meta = model.metadata
+    opts = meta.get("tokenizer_options") or {}
+    split_spec = meta.get("corpus_split", args.split_ratio)
+    data = load_tokenized(args.data, max_vocab=opts.get("max_vocab"),
+                          min_count=opts.get("min_count", 1), split=split_spec,
+                          data_dir=args.data_dir)
+    lines = data.lines(args.split)
+    if not lines:
+        raise DataError(f"the {args.split} split of {data.corpus.name!r} has no tokens")
+    fp = data.fingerprint(args.split)
+    result = evaluate(model, lines, fingerprint=fp, name=args.model)
+    checks = {
+        "tokenizer_matches": meta.get("tokenizer_fingerprint") in (None, fp["tokenizer"]),
+        "corpus_matches": meta.get("corpus_sha256") in (None, fp["corpus_sha256"]),
+        "model_has_metadata": "tokenizer_fingerprint" in meta,
+    }
+    zeros = zero_prob_tokens(model, lines) if math.isinf(result.ppl) else 0
+    out = result.to_dict()
+    out.update(smoothing=meta.get("smoothing", "unknown"), order=model.order,
+               zero_probability_tokens=zeros, **checks)
+    if args.json:
+        print(json.dumps(out, indent=2, default=lambda v: str(v)))
+    else:
+        print(f"model       {args.model} ({out['smoothing']}, order {model.order})")
+        print(f"split       {args.split} of {data.corpus.name} ({split_spec})")
+        print(f"tokens      {result.tokens:,} (OOV <unk>: {result.oov:,})")
+        print(f"cross-ent.  {result.nats:.4f} nats/token = {result.bits:.4f} bits/token")
+        print(f"perplexity  {result.ppl:.3f}")
+        if zeros:
+            print(f"            infinite: {zeros:,} tokens have probability 0 (n-grams never "
+                  "seen in training; MLE has no smoothing)")
+        print(f"fingerprint tokenizer {fp['tokenizer']}, corpus sha256 "
+              f"{fp['corpus_sha256'][:16]}…, split {args.split}")
+        for key, ok in checks.items():
+            if not ok:
+                print(f"warning: {key.replace('_', ' ')} is false: the model was trained on "
+                      "other data or tokens, so this perplexity is not comparable",
+                      file=sys.stderr)
+    return 0
+
+
+def cmd_sparsity(args) -> int:
+    from keras_seq.ngram import sparsity
+    from keras_seq.ngram.counts import check_order
+    from keras_seq.ngram.data import load_tokenized
+
+    check_order(args.max_order)
+    data = load_tokenized(args.data, tokenizer=args.tokenizer, max_vocab=args.max_vocab,
+                          min_count=args.min_count, split=args.split_ratio,
+                          data_dir=args.data_dir)
+    held = data.lines(args.split)
+    if not held:
+        from keras_seq.errors import DataError
+
+        raise DataError(f"the {args.split} split of {data.corpus.name!r} has no tokens; "
+                        "choose a --split-ratio that gives it text")
+    rows = sparsity.sparsity_report(data.train, held, args.max_order, args.k,
+                                    data.raw_lines(args.split))
+    if args.plot:
+        sparsity.plot(rows, args.plot, f"{data.corpus.name}: {args.split} vs train")
+    if args.json:
+        print(sparsity.to_json(rows, fingerprint=data.fingerprint(args.split), k=args.k,
+                               plot=args.plot))
+    else:
+        print(sparsity.format_table(rows, args.k))
+        if args.plot:
+            print(f"plot: {args.plot}")
+    return 0
+
+
+def cmd_generate(args) -> int:
+    from keras_seq.ngram.arpa import read_arpa
+
+    if args.max_tokens < 1:
+        raise ValueError(f"--max-tokens must be at least 1, got {args.max_tokens}")
+    model = read_arpa(args.model)
+    for line in model.sample(args.max_tokens, args.seed, args.prompt.split() or None):
+        print(" ".join(line))
+    return 0
+
+
+def cmd_next(args) -> int:
+    from keras_seq.ngram.arpa import read_arpa
+
+    model = read_arpa(args.model)
+    best = model.top_k(args.context.split(), args.top_k)
+    if args.json:
+        print(json.dumps([{"token": t, "p": p} for t, p in best], indent=2))
+    else:
+        for token, p in best:
+            print(f"{p:.5f}  {token}")
+    return 0
