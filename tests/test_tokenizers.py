@@ -17,6 +17,7 @@ TRICKY = (
     "  Leading space. Don't STOP: it's 3.5% (or so)!\n"
     "\n"
     "Tabs\there\tand ünïcödé — dashes; «quotes» café_au_lait\r\n"
+    "a <unk> word as in PTB, and <b>tags</b>\n"
     "last line without newline?"
 )
 
@@ -31,6 +32,7 @@ def test_word_rule(tiny_text):
     stream = tok.tokens(tiny_text)
     assert stream.count(EOS) == 3  # one per non-blank line
     assert tok.decode(tok.encode("the cat ran\n")) == "the cat <unk>\n"
+    assert tok.tokenize_lines("a <unk> b <x>") == [["a", "<unk>", "b", "<", "x", ">"]]
 
 
 def test_vocab_limits(tiny_text):

@@ -256,8 +256,8 @@ def split_text(text: str, spec: str = DEFAULT_SPLIT) -> dict[str, str]:
 def python_docs_text() -> str:
     """English prose of CPython's bundled documentation (``pydoc_data.topics``).
 
-    Topics are taken in sorted order; section underlines and indented blocks (code,
-    grammar rules, tables) are dropped; the lines of each paragraph are joined, so one
+    Topics are taken in sorted order; section underlines, tables and indented blocks
+    (code, grammar rules) are dropped; the lines of each paragraph are joined, so one
     line holds one paragraph.
     """
     from pydoc_data.topics import topics
@@ -268,7 +268,8 @@ def python_docs_text() -> str:
         for line in topics[key].split("\n"):
             stripped = line.strip()
             is_rule = bool(stripped) and set(stripped) <= set("*=-~^")
-            if not stripped or is_rule or line.startswith((" ", "\t", ">>>", "...")):
+            is_table = stripped.startswith(("+-", "+=", "|"))
+            if not stripped or is_rule or is_table or line.startswith((" ", "\t", ">>>", "...")):
                 if current:
                     paragraphs.append(" ".join(current))
                     current = []

@@ -12,7 +12,8 @@ Conventions shared by all kinds:
   blank lines produce nothing; ``char`` keeps ``"\\n"`` as an ordinary character;
 * word splitting: lower-case (option ``lower``), then every character that is not a
   letter, digit, underscore, apostrophe or ASCII whitespace becomes a token of its own
-  (``"don't stop!"`` → ``don't``, ``stop``, ``!``), then split on ASCII whitespace. The
+  (``"don't stop!"`` → ``don't``, ``stop``, ``!``), then split on ASCII whitespace; a
+  literal ``<unk>`` in the text (as in PTB) stays one token. The
   Python and in-graph paths apply the same rule and are tested to agree.
 
 Importing this module does not import TensorFlow; ``subword`` and ``tf_encode`` do.
@@ -45,6 +46,7 @@ FILENAME = "tokenizer.json"
 # ASCII whitespace, written out so Python's re and TensorFlow's RE2 agree exactly.
 _WS = " \\t\\n\\r\\f\\v"
 _LINE_BREAK = "\x1e"  # record separator: stands for a line break between splitting steps
+_UNK_MARK = "\x1f"  # unit separator: stands for a literal "<unk>" already in the text (PTB)
 _PY_PUNCT = re.compile(rf"[^\w{_WS}']")
 _RE2_PUNCT = rf"[^\pL\pN_{_WS}']"
 _PY_BREAKS = re.compile(rf"[{_WS}]*\n[{_WS}]*")
@@ -211,8 +213,9 @@ def _split_words(text: str, lower: bool) -> list[str]:
         text = text.lower()
     text = _PY_LEADING.sub("", text)
     text = _PY_BREAKS.sub(f" {_LINE_BREAK} ", text)
+    text = text.replace(UNK, _UNK_MARK)
     text = _PY_PUNCT.sub(r" \g<0> ", text)
-    return [t for t in _PY_SPLIT.split(text) if t]
+    return [UNK if t == _UNK_MARK else t for t in _PY_SPLIT.split(text) if t]
 
 
 def _tf_split_words(texts, lower: bool):
@@ -223,6 +226,8 @@ def _tf_split_words(texts, lower: bool):
         texts = tf.strings.lower(texts, encoding="utf-8")
     texts = tf.strings.regex_replace(texts, rf"^[{_WS}]+", "")
     texts = tf.strings.regex_replace(texts, _RE2_BREAKS, f" {_LINE_BREAK} ")
+    # A literal "<unk>" maps to <unk> (the lookup table's default) as one token.
+    texts = tf.strings.regex_replace(texts, UNK, _UNK_MARK)
     texts = tf.strings.regex_replace(texts, _RE2_PUNCT, r" \0 ")
     return tf.strings.split(texts)
 
@@ -409,6 +414,8 @@ class SubwordTokenizer(Tokenizer):
         for word, n in zip(words, rows):
             if word == _LINE_BREAK:
                 out.append(EOS)
+            elif word == UNK:
+                out.append(UNK)
             else:
                 out.extend(self.vocab[i] for i in ids[start:start + n])
             start += n

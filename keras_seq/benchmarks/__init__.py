@@ -1,0 +1,1 @@
+"""Benchmarks behind ``keras-seq bench ...``; each module imports TensorFlow lazily."""

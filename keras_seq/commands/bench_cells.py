@@ -1,0 +1,73 @@
+"""``keras-seq bench cells``: training speed of keras-seq's SimpleRNN/GRU/LSTM vs Keras's."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+
+
+def register(subparsers) -> None:
+    from keras_seq.benchmarks.cells import CELLS, DEFAULTS
+
+    p = subparsers.add_parser(
+        "cells",
+        help="tokens/s of keras-seq vs built-in SimpleRNN/GRU/LSTM, relative speeds, params",
+    )
+    p.add_argument("--steps", type=int, default=DEFAULTS["steps"], help="timed steps per run")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=DEFAULTS["repeats"],
+        help="runs per (cell, implementation), alternating; median reported",
+    )
+    p.add_argument("--warmup", type=int, default=DEFAULTS["warmup"], help="untimed steps")
+    p.add_argument("--cells", nargs="+", default=list(CELLS), choices=CELLS)
+    p.add_argument(
+        "--head",
+        choices=("softmax", "none"),
+        default="softmax",
+        help="softmax: full LM with a vocab-sized output layer (default); "
+        "none: time the recurrent layer alone (loss = mean of its outputs)",
+    )
+    for name in ("vocab", "embed", "units", "seq_len", "batch"):
+        p.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            type=int,
+            default=DEFAULTS[name],
+            help=f"default {DEFAULTS[name]}",
+        )
+    p.add_argument("--quick", action="store_true", help="smoke test: 2 steps, 1 repeat, tiny sizes")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=run_fn)
+
+
+def run_fn(args) -> int:
+    import tensorflow as tf
+
+    from keras_seq.benchmarks.cells import format_report, run_benchmark
+
+    tf.get_logger().setLevel("ERROR")  # one train function per model is expected, not a bug
+
+    sizes = {k: getattr(args, k) for k in ("vocab", "embed", "units", "seq_len", "batch")}
+    steps, repeats, warmup = args.steps, args.repeats, args.warmup
+    if args.quick:
+        sizes = {"vocab": 50, "embed": 8, "units": 8, "seq_len": 5, "batch": 4}
+        steps, repeats, warmup = 2, 1, 2
+    # Progress goes to stderr when stdout carries JSON.
+    target = sys.stderr if args.json else sys.stdout
+    with contextlib.redirect_stdout(target):
+        report = run_benchmark(
+            cells=tuple(args.cells),
+            steps=steps,
+            repeats=repeats,
+            warmup=warmup,
+            head=args.head,
+            **sizes,
+        )
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(format_report(report))
+    return 0

@@ -1,0 +1,183 @@
+"""``keras-seq train lm``, ``eval lm``, ``generate`` and ``compare``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+from keras_seq.commands._common import (
+    add_data_args,
+    add_json_arg,
+    add_tokenizer_args,
+    group_parser,
+    print_json,
+)
+from keras_seq.training.config import PRESETS, LMConfig, preset
+
+
+def add_lm_config_args(parser: argparse.ArgumentParser) -> None:
+    """Every LMConfig field as a --flag (default None: take the preset's or LMConfig's)."""
+    add_data_args(parser, default=None)
+    parser.set_defaults(data=None)
+    for action in parser._actions:
+        if action.dest == "data":
+            action.required = False
+            action.help = "corpus (default: the preset's, else python-docs)"
+        if action.dest == "split_ratio":
+            action.default = None
+    add_tokenizer_args(parser, default=None)
+    g = parser.add_argument_group("model")
+    g.add_argument("--cell", choices=("rnn", "gru", "lstm", "keras-rnn", "keras-gru",
+                                      "keras-lstm"), help="recurrent layer (default lstm)")
+    g.add_argument("--embed-dim", type=int)
+    g.add_argument("--units", type=int)
+    g.add_argument("--num-layers", type=int)
+    g.add_argument("--dropout", type=float, help="dropout = 1 − keep_prob")
+    g.add_argument("--tie-weights", action="store_true", default=None)
+    g.add_argument("--init-scale", type=float, help="uniform(−s, s) init of every weight")
+    g = parser.add_argument_group("optimisation")
+    g.add_argument("--bptt", type=int, help="truncation length τ (default 35)")
+    g.add_argument("--bptt-mode", choices=("truncated", "full"),
+                   help="truncated: stateful TBPTT on the stream; full: whole lines, stateless")
+    g.add_argument("--batch-size", type=int)
+    g.add_argument("--epochs", type=int)
+    g.add_argument("--optimizer", choices=("sgd", "adam"))
+    g.add_argument("--lr", type=float)
+    g.add_argument("--lr-decay", type=float, help="per-epoch decay once it starts (PTB)")
+    g.add_argument("--decay-start", type=int, help="epochs at full lr (PTB max_epoch)")
+    g.add_argument("--clip-norm", type=float, help="global-norm clipping threshold θ")
+    g.add_argument("--no-clip", action="store_true", help="turn gradient clipping off")
+    g.add_argument("--max-steps-per-epoch", type=int)
+    g.add_argument("--max-minutes", type=float, help="stop after the epoch that passes this")
+    g.add_argument("--seed", type=int)
+    g = parser.add_argument_group("logging")
+    g.add_argument("--log-every", type=int, help="steps between gradient-norm scalars")
+    g.add_argument("--histogram-freq", type=int, help="epochs between histograms (0 = off)")
+    g.add_argument("--sample-tokens", type=int, help="tokens sampled per epoch")
+
+
+def config_from_args(args) -> LMConfig:
+    base = preset(args.preset).to_dict() if getattr(args, "preset", None) else LMConfig().to_dict()
+    for f in dataclasses.fields(LMConfig):
+        value = getattr(args, f.name, None)
+        if value is not None:
+            base[f.name] = value
+    if getattr(args, "no_clip", False):
+        base["clip_norm"] = None
+    return LMConfig.from_dict(base)
+
+
+def register(subparsers) -> None:
+    train = group_parser(subparsers, "train", "train a model into a run directory")
+    p = train.add_parser("lm", help="recurrent language model with stateful truncated BPTT",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--run-dir", required=True, help="where config, checkpoints and logs go")
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="TensorFlow PTB tutorial configuration (flags override it)")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    p.add_argument("--quiet", action="store_true", help="one line per epoch")
+    add_lm_config_args(p)
+    p.set_defaults(func=run_train)
+
+    evaluate = group_parser(subparsers, "eval", "evaluate a trained model")
+    p = evaluate.add_parser("lm", help="cross-entropy and perplexity, state carried over "
+                                       "the whole split")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--split", default="val", choices=("train", "val", "test"))
+    add_json_arg(p)
+    p.set_defaults(func=run_eval)
+
+    p = subparsers.add_parser("generate", help="sample text from a trained language model")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--prompt", default="", help="text to continue (default: a new line)")
+    p.add_argument("--max-tokens", type=int, default=50)
+    p.add_argument("--sampler", default="top-k", choices=("greedy", "temperature", "top-k",
+                                                            "top-p"))
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=10)
+    p.add_argument("--top-p", type=float, default=0.9)
+    p.add_argument("--seed", type=int, default=None)
+    p.set_defaults(func=run_generate)
+
+    p = subparsers.add_parser("compare", help="one perplexity table for several runs "
+                                              "(and an n-gram ARPA model)")
+    p.add_argument("--runs", nargs="+", required=True, metavar="RUN_DIR")
+    p.add_argument("--ngram", default=None, metavar="MODEL.arpa")
+    p.add_argument("--split", default="val", choices=("val", "test"))
+    add_json_arg(p)
+    p.set_defaults(func=run_compare)
+
+
+def run_train(args) -> int:
+    from keras_seq.training.lm import format_results, train_lm
+
+    config = config_from_args(args)
+    results = train_lm(config, args.run_dir, resume=args.resume,
+                       verbose=2 if args.quiet else 1)
+    print(format_results(results))
+    return 0
+
+
+def run_eval(args) -> int:
+    from keras_seq.training.lm import evaluate_run
+
+    result = evaluate_run(args.run_dir, args.split)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(f"{args.split}: cross-entropy {result.nats:.4f} nats ({result.bits:.3f} bits), "
+              f"PPL {result.ppl:.2f} over {result.tokens:,} tokens ({result.oov:,} <unk>)")
+        print(f"fingerprint {result.fingerprint['tokenizer']}, corpus "
+              f"{result.fingerprint['corpus']} ({result.fingerprint['corpus_sha256'][:12]}…)")
+    return 0
+
+
+def run_generate(args) -> int:
+    from keras_seq.sampling import make_sampler
+    from keras_seq.training.lm import generate_tokens, load_run, stream_to_stdout
+
+    _, tokenizer, model = load_run(args.run_dir)
+    sampler = make_sampler(args.sampler, args.temperature, args.top_k, args.top_p)
+    sys.stdout.write(args.prompt)
+    generate_tokens(model, tokenizer, args.prompt, args.max_tokens, sampler, args.seed,
+                    on_token=stream_to_stdout(tokenizer))
+    sys.stdout.write("\n")
+    return 0
+
+
+def _evaluate_ngram_like(arpa_path: str, run_dir: str, split: str):
+    """Score an ARPA model on the corpus and split of ``run_dir``, tokenized as it was trained."""
+    from pathlib import Path
+
+    from keras_seq.ngram.arpa import read_arpa
+    from keras_seq.ngram.data import load_tokenized
+    from keras_seq.ngram.scorer import evaluate
+
+    config = LMConfig.load(Path(run_dir) / "config.json")
+    model = read_arpa(arpa_path)
+    meta = model.metadata
+    opts = meta.get("tokenizer_options") or {}
+    data = load_tokenized(config.data, max_vocab=opts.get("max_vocab"),
+                          min_count=opts.get("min_count") or 1, split=config.split_ratio,
+                          data_dir=config.data_dir)
+    name = f"{meta.get('smoothing', 'n-gram')} {model.order}-gram ({Path(arpa_path).name})"
+    return evaluate(model, data.lines(split), fingerprint=data.fingerprint(split), name=name)
+
+
+def run_compare(args) -> int:
+    from keras_seq.commands._common import print_table
+    from keras_seq.metrics import check_comparable
+    from keras_seq.training.lm import evaluate_run
+
+    results = [evaluate_run(run, args.split) for run in args.runs]
+    if args.ngram:
+        results.append(_evaluate_ngram_like(args.ngram, args.runs[0], args.split))
+    check_comparable(*results)
+    rows = [{"model": r.model, "tokens": r.tokens, "nats": r.nats, "ppl": r.ppl}
+            for r in results]
+    if args.json:
+        print_json({"split": args.split, "fingerprint": results[0].fingerprint, "rows": rows})
+    else:
+        print_table(rows)
+    return 0

@@ -1,0 +1,25 @@
+"""Recurrent cells and layers with Keras's weight layout and a fast loop.
+
+``SimpleRNNCell``, ``LSTMCell`` (with a CIFG option) and ``GRUCell`` run inside
+``keras.layers.RNN``; the layers ``SimpleRNN``, ``LSTM`` and ``GRU`` subclass it
+and replace only the loop (all inputs projected in one matmul, one recurrent
+matmul per step). ``count_params`` / ``param_table`` count weights without
+building anything.
+"""
+
+from keras_seq.layers.gru import GRU, GRUCell
+from keras_seq.layers.lstm import LSTM, LSTMCell
+from keras_seq.layers.params import count_params, param_table, weight_shapes
+from keras_seq.layers.simple_rnn import SimpleRNN, SimpleRNNCell
+
+__all__ = [
+    "GRU",
+    "GRUCell",
+    "LSTM",
+    "LSTMCell",
+    "SimpleRNN",
+    "SimpleRNNCell",
+    "count_params",
+    "param_table",
+    "weight_shapes",
+]

@@ -1,0 +1,288 @@
+"""Shared machinery for the keras-seq recurrent cells and layers.
+
+A cell splits one step into two halves so that every path runs the same math:
+
+- ``project_inputs(x)``: ``x @ kernel + input_bias`` for one step ``(B, D)`` or
+  for a whole sequence ``(B, T, D)`` at once;
+- ``recurrent_step(x_proj, states, params, rec_mask)``: everything that depends
+  on the previous state (one fused recurrent matmul).
+
+Three paths:
+
+1. ``Cell.call`` chains the two halves for one step; this is what
+   ``keras.layers.RNN(cell)`` runs.
+2. ``FastRNN.inner_loop`` (the layers) projects all timesteps in one matmul and,
+   with no mask and no recurrent dropout, runs ``fused_sequence``: a
+   ``tf.while_loop`` with a hand-written gradient (``_fused.py``).
+3. Otherwise (masks, recurrent dropout, custom activations, ``unroll=True``)
+   it loops over ``recurrent_step`` with autodiff (``_fast_rnn.py``).
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+from keras import activations, constraints, initializers, ops, regularizers
+from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
+
+from keras_seq.layers._fast_rnn import fast_rnn
+
+
+def read(variable):
+    """A variable's current value as a plain tensor (gradients still reach it)."""
+    return tf.convert_to_tensor(variable)
+
+
+def activation_name(fn):
+    """``"tanh"`` for ``keras.activations.tanh`` etc.; ``""`` for anything else."""
+    return getattr(fn, "__name__", "")
+
+
+# Constructor arguments serialized with `keras.<kind>.serialize`.
+_SERIALIZED = {
+    "activation": activations,
+    "recurrent_activation": activations,
+    "kernel_initializer": initializers,
+    "recurrent_initializer": initializers,
+    "bias_initializer": initializers,
+    "kernel_regularizer": regularizers,
+    "recurrent_regularizer": regularizers,
+    "bias_regularizer": regularizers,
+    "kernel_constraint": constraints,
+    "recurrent_constraint": constraints,
+    "bias_constraint": constraints,
+}
+
+
+class BaseCell(keras.layers.Layer, DropoutRNNCell):
+    """Common arguments, dropout masks, weights and config of the keras-seq cells.
+
+    Subclasses set ``ARGS`` (their constructor argument names, in order, as in
+    ``get_config``), ``num_gates`` and implement ``recurrent_step``.
+    """
+
+    ARGS: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        units,
+        activation="tanh",
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        recurrent_regularizer=None,
+        bias_regularizer=None,
+        kernel_constraint=None,
+        recurrent_constraint=None,
+        bias_constraint=None,
+        dropout=0.0,
+        recurrent_dropout=0.0,
+        seed=None,
+        **kwargs,
+    ):
+        if not isinstance(units, int) or isinstance(units, bool) or units <= 0:
+            raise ValueError(
+                f"{type(self).__name__}: received units={units!r}; expected a positive "
+                "integer (the size of the hidden state), e.g. units=128."
+            )
+        for name, rate in (("dropout", dropout), ("recurrent_dropout", recurrent_dropout)):
+            if not 0.0 <= float(rate) < 1.0:
+                raise ValueError(
+                    f"{type(self).__name__}: received {name}={rate!r}; expected a "
+                    f"fraction in [0, 1), e.g. {name}=0.2 (0 turns it off)."
+                )
+        super().__init__(**kwargs)
+        self.units = units
+        self.activation = activations.get(activation)
+        self.use_bias = use_bias
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.recurrent_initializer = initializers.get(recurrent_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+        self.kernel_regularizer = regularizers.get(kernel_regularizer)
+        self.recurrent_regularizer = regularizers.get(recurrent_regularizer)
+        self.bias_regularizer = regularizers.get(bias_regularizer)
+        self.kernel_constraint = constraints.get(kernel_constraint)
+        self.recurrent_constraint = constraints.get(recurrent_constraint)
+        self.bias_constraint = constraints.get(bias_constraint)
+        self.dropout = float(dropout)
+        self.recurrent_dropout = float(recurrent_dropout)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed=seed)
+        self.output_size = units
+
+    # -- weights ---------------------------------------------------------------
+    num_gates = 1  # blocks of `units` columns in kernel / recurrent_kernel
+
+    def _bias_shape(self):
+        return (self.num_gates * self.units,)
+
+    def _bias_init(self):
+        return self.bias_initializer
+
+    def build(self, input_shape):
+        input_dim = input_shape[-1]
+        cols = self.num_gates * self.units
+        self.kernel = self.add_weight(
+            shape=(input_dim, cols),
+            name="kernel",
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )
+        self.recurrent_kernel = self.add_weight(
+            shape=(self.units, cols),
+            name="recurrent_kernel",
+            initializer=self.recurrent_initializer,
+            regularizer=self.recurrent_regularizer,
+            constraint=self.recurrent_constraint,
+        )
+        self.bias = None
+        if self.use_bias:
+            self.bias = self.add_weight(
+                shape=self._bias_shape(),
+                name="bias",
+                initializer=self._bias_init(),
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint,
+            )
+
+    # -- the two halves of a step ----------------------------------------------
+    def _input_bias(self):
+        return self.bias
+
+    def project_inputs(self, inputs):
+        """``inputs @ kernel (+ input bias)``: ``(B, D) -> (B, G·U)``.
+
+        Works for a whole sequence at once too: ``(B, T, D) -> (B, T, G·U)``.
+        """
+        if len(inputs.shape) == 3:  # one 2-D matmul; a broadcast batch matmul is slower
+            batch, steps = ops.shape(inputs)[0], ops.shape(inputs)[1]
+            x = ops.matmul(ops.reshape(inputs, (-1, inputs.shape[-1])), self.kernel)
+            x = ops.reshape(x, (batch, steps, x.shape[-1]))
+        else:
+            x = ops.matmul(inputs, self.kernel)
+        bias = self._input_bias() if self.use_bias else None
+        return x if bias is None else ops.add(x, bias)
+
+    def step_params(self):
+        """Tensors the recurrent step needs, read once per sequence (not per step)."""
+        return {"recurrent_kernel": read(self.recurrent_kernel)}
+
+    def recurrent_step(self, x_proj, states, params, rec_mask=None):
+        """One step from projected inputs ``(B, G·U)``; returns ``(output, new_states)``."""
+        raise NotImplementedError
+
+    def supports_fused(self):
+        """Whether ``fused_sequence`` handles this cell's settings (activations)."""
+        return False
+
+    def fused_sequence(self, xs, states, params):
+        """Whole-sequence kernel with a hand-written gradient (``_fused.py``).
+
+        ``xs``: projected inputs, time-major ``(T, B, G·U)``. Returns
+        ``(outputs (T, B, U), final_states)``.
+        """
+        raise NotImplementedError
+
+    def call(self, inputs, states, training=False):
+        if not isinstance(states, (list, tuple)):
+            states = [states]
+        dp_mask = self.get_dropout_mask(inputs)
+        rec_mask = self.get_recurrent_dropout_mask(states[0])
+        if training and dp_mask is not None:
+            inputs = inputs * dp_mask
+        x_proj = self.project_inputs(inputs)  # (B, G·U)
+        rec_mask = rec_mask if training else None
+        return self.recurrent_step(x_proj, list(states), self.step_params(), rec_mask)
+
+    def get_initial_state(self, batch_size=None):
+        sizes = self.state_size if isinstance(self.state_size, (list, tuple)) else [self.state_size]
+        return [ops.zeros((batch_size, size), dtype=self.compute_dtype) for size in sizes]
+
+    # -- config ----------------------------------------------------------------
+    def arg_config(self):
+        """Constructor arguments only (what a layer adds to its own config)."""
+        config = {}
+        for name in self.ARGS:
+            value = getattr(self, name)
+            module = _SERIALIZED.get(name)
+            config[name] = module.serialize(value) if module is not None else value
+        return config
+
+    def get_config(self):
+        return {**super().get_config(), **self.arg_config()}
+
+
+class FastRNN(keras.layers.RNN):
+    """``keras.layers.RNN`` whose loop projects all inputs at once (see ``_fast_rnn.py``).
+
+    Masking, ``return_sequences``, ``return_state``, ``go_backwards``, ``stateful``
+    and ``Bidirectional`` come from ``keras.layers.RNN``; only ``inner_loop`` is
+    replaced. Subclasses build their cell and pass it here.
+    """
+
+    def __init__(self, cell, **kwargs):
+        super().__init__(cell, **kwargs)
+        self.input_spec = keras.layers.InputSpec(ndim=3)
+
+    def __getattr__(self, name):
+        # Keras's LSTM/GRU expose the cell's arguments as layer attributes.
+        cell = self.__dict__.get("cell")
+        if cell is not None and name in getattr(cell, "ARGS", ()):
+            return getattr(cell, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        if isinstance(mask, (list, tuple)):
+            mask = mask[0]
+        if keras.backend.backend() != "tensorflow":
+            return super().inner_loop(sequences, initial_state, mask, training=training)
+        cell = self.cell
+        if training and cell.dropout > 0:
+            # One mask per sequence, as in the per-step path (variational dropout).
+            dp_mask = cell.get_dropout_mask(sequences[:, 0, :])  # (B, D)
+            sequences = sequences * ops.expand_dims(dp_mask, 1)  # (B, T, D)
+        rec_mask = None
+        if training and cell.recurrent_dropout > 0:
+            rec_mask = cell.get_recurrent_dropout_mask(initial_state[0])  # (B, U)
+        params = cell.step_params()
+        if mask is None and rec_mask is None and not self.unroll and cell.supports_fused():
+            # Time-major before projecting: moving (B, T, D) is cheaper than (B, T, G·U).
+            seq_t = tf.transpose(sequences, [1, 0, 2])  # (T, B, D)
+            if self.go_backwards:
+                seq_t = tf.reverse(seq_t, [0])
+            xs = cell.project_inputs(seq_t)  # (T, B, G·U), one matmul
+            hs, states = cell.fused_sequence(xs, list(initial_state), params)  # (T, B, U)
+            last = hs[-1]  # (B, U)
+            seq = tf.transpose(hs, [1, 0, 2]) if self.return_sequences else last[:, None]
+            return last, seq, list(states)
+        x_proj = cell.project_inputs(sequences)  # (B, T, G·U), one matmul
+
+        def step(x_t, states):
+            return cell.recurrent_step(x_t, states, params, rec_mask)
+
+        return fast_rnn(
+            step,
+            x_proj,
+            list(initial_state),
+            mask=mask,
+            go_backwards=self.go_backwards,
+            unroll=self.unroll,
+            return_sequences=self.return_sequences,
+            zero_output_for_mask=self.zero_output_for_mask,
+        )
+
+    def call(self, sequences, initial_state=None, mask=None, training=False):
+        return super().call(sequences, initial_state=initial_state, mask=mask, training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        del config["cell"]
+        config["activity_regularizer"] = regularizers.serialize(self.activity_regularizer)
+        return {**config, **self.cell.arg_config()}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

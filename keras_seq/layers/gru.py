@@ -1,0 +1,253 @@
+"""Gated recurrent unit (Cho et al. 2014), both ``reset_after`` conventions.
+
+Gates (Keras order z, r, h along the ``3·units`` axis)::
+
+    z_t = σ(x_t W_xz + h_{t-1} W_hz + b_z)            update gate
+    r_t = σ(x_t W_xr + h_{t-1} W_hr + b_r)            reset gate
+    h̃_t = tanh(x_t W_xh + (r_t ⊙ h_{t-1}) W_hh + b_h)   reset_after=False
+    h̃_t = tanh(x_t W_xh + r_t ⊙ (h_{t-1} W_hh + b'_h))  reset_after=True (cuDNN)
+    h_t = z_t ⊙ h_{t-1} + (1 − z_t) ⊙ h̃_t
+
+With ``reset_after=True`` the bias is ``(2, 3U)``: row 0 for the input
+projection, row 1 for the recurrent one.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_seq.layers import _fused
+from keras_seq.layers._base import BaseCell, FastRNN, activation_name, read
+
+_CELL_ARGS = (
+    "units",
+    "activation",
+    "recurrent_activation",
+    "use_bias",
+    "kernel_initializer",
+    "recurrent_initializer",
+    "bias_initializer",
+    "kernel_regularizer",
+    "recurrent_regularizer",
+    "bias_regularizer",
+    "kernel_constraint",
+    "recurrent_constraint",
+    "bias_constraint",
+    "dropout",
+    "recurrent_dropout",
+    "reset_after",
+    "seed",
+)
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class GRUCell(BaseCell):
+    """One GRU step, with Keras's weight layout (gate order z, r, h).
+
+    ``kernel`` is ``(D, 3U)``, ``recurrent_kernel`` ``(U, 3U)``, ``bias`` ``(3U,)``
+    or, with ``reset_after=True``, ``(2, 3U)``; so
+    ``set_weights(keras.layers.GRUCell(...).get_weights())`` works.
+
+    Args:
+        units: Positive integer, size of the hidden state.
+        activation: Candidate activation. Default ``"tanh"``.
+        recurrent_activation: Gate activation. Default ``"sigmoid"``.
+        use_bias: Whether to add bias vectors. Default ``True``.
+        kernel_initializer: Initializer for ``kernel``. Default ``"glorot_uniform"``.
+        recurrent_initializer: Initializer for ``recurrent_kernel``.
+            Default ``"orthogonal"``.
+        bias_initializer: Initializer for ``bias``. Default ``"zeros"``.
+        kernel_regularizer, recurrent_regularizer, bias_regularizer:
+            Regularizers for the three weights. Default ``None``.
+        kernel_constraint, recurrent_constraint, bias_constraint:
+            Constraints for the three weights. Default ``None``.
+        dropout: Fraction of the inputs to drop (one mask per sequence). Default 0.
+        recurrent_dropout: Fraction of ``h_{t-1}`` to drop in the recurrent
+            matmuls (one mask per sequence). Default 0.
+        reset_after: Apply the reset gate after the recurrent matmul (Keras
+            and cuDNN default, ``True``) or before it (the original paper).
+        seed: Random seed for dropout.
+
+    Call arguments:
+        inputs: ``(batch, features)``, one timestep.
+        states: list with one ``(batch, units)`` tensor.
+        training: Whether dropout is active.
+
+    Returns ``(h, [h])``, each ``(batch, units)``.
+
+    Example:
+
+    >>> import numpy as np, keras
+    >>> rnn = keras.layers.RNN(GRUCell(4, reset_after=False))
+    >>> tuple(rnn(np.zeros((2, 5, 3), "float32")).shape)
+    (2, 4)
+    """
+
+    ARGS = _CELL_ARGS
+    num_gates = 3
+
+    def __init__(
+        self,
+        units,
+        activation="tanh",
+        recurrent_activation="sigmoid",
+        reset_after=True,
+        **kwargs,
+    ):
+        super().__init__(units, activation=activation, **kwargs)
+        self.recurrent_activation = keras.activations.get(recurrent_activation)
+        self.reset_after = reset_after
+        self.state_size = units
+
+    def _bias_shape(self):
+        return (2, 3 * self.units) if self.reset_after else (3 * self.units,)
+
+    def _input_bias(self):
+        return self.bias[0] if self.reset_after else self.bias
+
+    def step_params(self):
+        rk = read(self.recurrent_kernel)
+        params = {"recurrent_kernel": rk}
+        if self.reset_after and self.use_bias:
+            params["recurrent_bias"] = read(self.bias)[1]
+        if not self.reset_after:
+            params["kernel_zr"], params["kernel_h"] = (
+                rk[:, : 2 * self.units],
+                rk[:, 2 * self.units :],
+            )
+        return params
+
+    def recurrent_step(self, x_proj, states, params, rec_mask=None):
+        h_tm1 = states[0]  # (B, U)
+        h_rec = h_tm1 if rec_mask is None else h_tm1 * rec_mask
+        gate = self.recurrent_activation
+        u = self.units
+        x_zr, x_h = x_proj[:, : 2 * u], x_proj[:, 2 * u :]  # (B, 2U), (B, U)
+        if self.reset_after:
+            inner = ops.matmul(h_rec, params["recurrent_kernel"])  # (B, 3U)
+            if "recurrent_bias" in params:
+                inner = inner + params["recurrent_bias"]
+            zr = gate(x_zr + inner[:, : 2 * u])  # (B, 2U)
+            z, r = zr[:, :u], zr[:, u:]
+            hh = self.activation(x_h + r * inner[:, 2 * u :])  # (B, U)
+        else:
+            zr = gate(x_zr + ops.matmul(h_rec, params["kernel_zr"]))  # (B, 2U)
+            z, r = zr[:, :u], zr[:, u:]
+            hh = self.activation(x_h + ops.matmul(r * h_rec, params["kernel_h"]))  # (B, U)
+        h = z * h_tm1 + (1.0 - z) * hh  # (B, U)
+        return h, [h]
+
+    def supports_fused(self):
+        names = activation_name(self.activation), activation_name(self.recurrent_activation)
+        return names == ("tanh", "sigmoid")
+
+    def fused_sequence(self, xs, states, params):
+        hs, h = _fused.gru_sequence(
+            xs,
+            states[0],
+            params["recurrent_kernel"],
+            params.get("recurrent_bias"),
+            reset_after=self.reset_after,
+        )
+        return hs, [h]
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class GRU(FastRNN):
+    """GRU layer with a fast loop; a drop-in for ``keras.layers.GRU``.
+
+    All timesteps' input projections are computed in one ``(B, T, D) @ (D, 3U)``
+    matmul, then a minimal loop runs the recurrent matmul(s) per step. Weights,
+    arguments, masking and outputs match ``keras.layers.GRU`` (both
+    ``reset_after`` values).
+
+    Args:
+        units: Positive integer, size of the hidden state.
+        activation, recurrent_activation, use_bias, kernel_initializer,
+        recurrent_initializer, bias_initializer, kernel_regularizer,
+        recurrent_regularizer, bias_regularizer, kernel_constraint,
+        recurrent_constraint, bias_constraint, dropout, recurrent_dropout,
+        reset_after, seed: as in :class:`GRUCell`.
+        return_sequences: Return the whole output sequence. Default ``False``.
+        return_state: Also return the final state. Default ``False``.
+        go_backwards: Process the sequence backwards (outputs come reversed).
+        stateful: Carry the final state of batch ``k`` into batch ``k + 1``;
+            needs a static batch size; ``reset_state()`` zeroes it.
+        unroll: Force a Python-unrolled loop (short sequences are unrolled anyway).
+        activity_regularizer: Regularizer applied to the layer's output.
+
+    Call arguments:
+        sequences: ``(batch, timesteps, features)``.
+        initial_state: optional list with one ``(batch, units)`` tensor.
+        mask: optional boolean ``(batch, timesteps)``; ``False`` steps are skipped
+            (state and output carried over).
+        training: Whether dropout is active.
+
+    Returns ``(batch, units)`` or ``(batch, timesteps, units)``; with
+    ``return_state`` also the final ``(batch, units)``.
+
+    Example:
+
+    >>> import numpy as np
+    >>> tuple(GRU(4)(np.zeros((2, 5, 3), "float32")).shape)
+    (2, 4)
+    """
+
+    def __init__(
+        self,
+        units,
+        activation="tanh",
+        recurrent_activation="sigmoid",
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        recurrent_regularizer=None,
+        bias_regularizer=None,
+        kernel_constraint=None,
+        recurrent_constraint=None,
+        bias_constraint=None,
+        dropout=0.0,
+        recurrent_dropout=0.0,
+        seed=None,
+        return_sequences=False,
+        return_state=False,
+        go_backwards=False,
+        stateful=False,
+        unroll=False,
+        reset_after=True,
+        **kwargs,
+    ):
+        cell = GRUCell(
+            units,
+            activation=activation,
+            recurrent_activation=recurrent_activation,
+            use_bias=use_bias,
+            kernel_initializer=kernel_initializer,
+            recurrent_initializer=recurrent_initializer,
+            bias_initializer=bias_initializer,
+            kernel_regularizer=kernel_regularizer,
+            recurrent_regularizer=recurrent_regularizer,
+            bias_regularizer=bias_regularizer,
+            kernel_constraint=kernel_constraint,
+            recurrent_constraint=recurrent_constraint,
+            bias_constraint=bias_constraint,
+            dropout=dropout,
+            recurrent_dropout=recurrent_dropout,
+            reset_after=reset_after,
+            seed=seed,
+            dtype=kwargs.get("dtype"),
+            trainable=kwargs.get("trainable", True),
+            name="gru_cell",
+        )
+        super().__init__(
+            cell,
+            return_sequences=return_sequences,
+            return_state=return_state,
+            go_backwards=go_backwards,
+            stateful=stateful,
+            unroll=unroll,
+            **kwargs,
+        )

@@ -1,0 +1,115 @@
+"""Parameter counts of the recurrent cells, without building any layer.
+
+A SimpleRNN step has one block of weights (``W_xh``, ``W_hh``, ``b``); a GRU has
+three (z, r, h), an LSTM four (i, f, c, o) and a CIFG LSTM three (f, c, o). So
+the recurrent weights of an LSTM are exactly 4× and a GRU's 3× a SimpleRNN's
+of the same width.
+"""
+
+from __future__ import annotations
+
+CELL_TYPES = ("simple_rnn", "gru", "lstm", "cifg")
+_GATES = {"simple_rnn": 1, "gru": 3, "lstm": 4, "cifg": 3}
+
+
+def weight_shapes(cell_type, input_dim, units, use_bias=True, reset_after=True):
+    """Shapes of ``kernel``, ``recurrent_kernel`` and ``bias`` as Keras lays them out.
+
+    Args:
+        cell_type: one of ``"simple_rnn"``, ``"gru"``, ``"lstm"``, ``"cifg"``.
+        input_dim: size of each input vector ``D``.
+        units: size of the hidden state ``U``.
+        use_bias: whether the cell has a bias.
+        reset_after: GRU only; ``True`` gives a ``(2, 3U)`` bias.
+
+    Returns:
+        dict name -> shape tuple, e.g. ``{"kernel": (D, 4U), ...}`` for an LSTM.
+
+    Example:
+
+    >>> weight_shapes("gru", 8, 4)
+    {'kernel': (8, 12), 'recurrent_kernel': (4, 12), 'bias': (2, 12)}
+    """
+    if cell_type not in _GATES:
+        raise ValueError(
+            f"weight_shapes: received cell_type={cell_type!r}; expected one of "
+            f"{', '.join(CELL_TYPES)}. Pick one of those names."
+        )
+    for name, value in (("input_dim", input_dim), ("units", units)):
+        if not isinstance(value, int) or value <= 0:
+            raise ValueError(
+                f"weight_shapes: received {name}={value!r}; expected a positive integer."
+            )
+    cols = _GATES[cell_type] * units
+    shapes = {"kernel": (input_dim, cols), "recurrent_kernel": (units, cols)}
+    if use_bias:
+        shapes["bias"] = (2, cols) if cell_type == "gru" and reset_after else (cols,)
+    return shapes
+
+
+def count_params(cell_type, input_dim, units, use_bias=True, reset_after=True):
+    """Number of trainable parameters of one cell.
+
+    Args: as :func:`weight_shapes`.
+
+    Returns:
+        int, e.g. ``4 * (D·U + U·U + U)`` for an LSTM.
+
+    Example:
+
+    >>> count_params("lstm", 128, 256)
+    394240
+    """
+    total = 0
+    for shape in weight_shapes(cell_type, input_dim, units, use_bias, reset_after).values():
+        size = 1
+        for dim in shape:
+            size *= dim
+        total += size
+    return total
+
+
+def param_table(sizes=((128, 256),), use_bias=True, reset_after=True):
+    """Parameter counts of every cell type for each ``(input_dim, units)``.
+
+    Args:
+        sizes: iterable of ``(input_dim, units)`` pairs.
+        use_bias, reset_after: as :func:`weight_shapes`.
+
+    Returns:
+        list of dicts, one per size, with keys ``input_dim``, ``units``, one
+        count per cell type, and ``recurrent_ratio`` (each type's
+        ``recurrent_kernel`` size over a SimpleRNN's: 1, 3, 4, 3).
+
+    Example:
+
+    >>> param_table([(10, 20)])[0]["recurrent_ratio"]["lstm"]
+    4.0
+    """
+    rows = []
+    for input_dim, units in sizes:
+        row = {"input_dim": input_dim, "units": units}
+        base = units * units
+        ratios = {}
+        for cell_type in CELL_TYPES:
+            row[cell_type] = count_params(cell_type, input_dim, units, use_bias, reset_after)
+            rec = weight_shapes(cell_type, input_dim, units)["recurrent_kernel"]
+            ratios[cell_type] = rec[0] * rec[1] / base
+        row["recurrent_ratio"] = ratios
+        rows.append(row)
+    return rows
+
+
+def format_param_table(rows):
+    """Plain-text table of :func:`param_table` rows."""
+    header = f"{'input':>6} {'units':>6} " + " ".join(f"{c:>11}" for c in CELL_TYPES)
+    lines = [header]
+    for row in rows:
+        counts = " ".join(f"{row[c]:>11,}" for c in CELL_TYPES)
+        lines.append(f"{row['input_dim']:>6} {row['units']:>6} {counts}")
+    ratios = rows[0]["recurrent_ratio"] if rows else {}
+    lines.append(
+        "recurrent weights vs simple_rnn: "
+        + ", ".join(f"{c} {ratios[c]:g}x" for c in CELL_TYPES if c in ratios)
+    )
+    return "\n".join(lines)

@@ -1,0 +1,215 @@
+"""Recurrent language model: embedding → stacked keras-seq RNN layers → logits.
+
+Its ``train_step`` records the global gradient norm (before clipping) and one norm per
+layer, which the training callbacks log to TensorBoard; clipping itself is the
+optimizer's ``global_clipnorm``.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+from keras import layers, ops
+
+from keras_seq import layers as seq_layers
+
+CELLS = {
+    "rnn": seq_layers.SimpleRNN,
+    "gru": seq_layers.GRU,
+    "lstm": seq_layers.LSTM,
+    # Keras's own layers, for side-by-side comparisons only.
+    "keras-rnn": layers.SimpleRNN,
+    "keras-gru": layers.GRU,
+    "keras-lstm": layers.LSTM,
+}
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class TiedLogits(layers.Layer):
+    """Output layer that reuses the embedding matrix: ``logits = h · Eᵀ + b``."""
+
+    def __init__(self, embedding: layers.Embedding, **kwargs):
+        super().__init__(**kwargs)
+        self.embedding = embedding
+
+    def build(self, input_shape):
+        self.bias = self.add_weight(
+            name="bias", shape=(self.embedding.input_dim,), initializer="zeros"
+        )
+
+    def call(self, hidden):
+        # (B, T, E) · (V, E)ᵀ → (B, T, V)
+        return ops.matmul(hidden, ops.transpose(self.embedding.embeddings)) + self.bias
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class RecurrentLM(keras.Model):
+    """Word- or character-level recurrent language model.
+
+    Args:
+        vocab_size: number of token ids.
+        embed_dim: embedding size.
+        units: hidden units of every recurrent layer.
+        num_layers: stacked recurrent layers.
+        cell: ``"rnn"``, ``"gru"`` or ``"lstm"`` (keras-seq layers); ``"keras-lstm"`` etc.
+            use Keras's built-ins for comparison.
+        dropout: dropout on the embeddings, between layers and before the output (Zaremba).
+        tie_weights: share the embedding matrix with the output layer (needs
+            ``embed_dim == units``).
+        stateful: carry the recurrent state from batch to batch (truncated BPTT); the
+            batch size is then fixed by the first call.
+        init_scale: if set, initialise every weight uniformly in ``[-s, s]`` (PTB recipe).
+        unit_forget_bias: LSTM forget-gate bias starts at 1.
+
+    Call arguments:
+        inputs: int ids ``(B, T)``.
+
+    Returns logits ``(B, T, vocab_size)``.
+
+    Example:
+
+    >>> lm = RecurrentLM(vocab_size=30, embed_dim=8, units=16, num_layers=2, cell="gru")
+    >>> lm(keras.ops.zeros((2, 5), "int32")).shape
+    (2, 5, 30)
+    """
+
+    def __init__(self, vocab_size: int, embed_dim: int = 128, units: int = 256,
+                 num_layers: int = 1, cell: str = "lstm", dropout: float = 0.0,
+                 tie_weights: bool = False, stateful: bool = False,
+                 init_scale: float | None = None, unit_forget_bias: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        if cell not in CELLS:
+            raise ValueError(f"unknown cell {cell!r}; expected one of {', '.join(CELLS)}")
+        if tie_weights and embed_dim != units:
+            raise ValueError(
+                f"tie_weights needs embed_dim == units, got embed_dim={embed_dim}, "
+                f"units={units}; set them equal or turn tying off"
+            )
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be ≥ 1, got {num_layers}")
+        self.vocab_size, self.embed_dim, self.units = vocab_size, embed_dim, units
+        self.num_layers, self.cell, self.dropout = num_layers, cell, dropout
+        self.tie_weights, self.stateful = tie_weights, stateful
+        self.init_scale, self.unit_forget_bias = init_scale, unit_forget_bias
+
+        def init():
+            if init_scale is None:
+                return {}
+            u = keras.initializers.RandomUniform(-init_scale, init_scale)
+            return {"kernel_initializer": u, "recurrent_initializer": u,
+                    "bias_initializer": u}
+
+        emb_init = (keras.initializers.RandomUniform(-init_scale, init_scale)
+                    if init_scale is not None else "uniform")
+        self.embedding = layers.Embedding(vocab_size, embed_dim, embeddings_initializer=emb_init,
+                                          name="embedding")
+        rnn_kwargs = {"return_sequences": True, "stateful": stateful}
+        if cell.endswith("lstm"):
+            rnn_kwargs["unit_forget_bias"] = unit_forget_bias and init_scale is None
+        self.rnns = [CELLS[cell](units, name=f"{cell}_{i}", **rnn_kwargs, **init())
+                     for i in range(num_layers)]
+        self.drops = [layers.Dropout(dropout) for _ in range(num_layers + 1)]
+        if tie_weights:
+            self.head = TiedLogits(self.embedding, name="logits")
+        else:
+            out_init = {"kernel_initializer": init()["kernel_initializer"],
+                        "bias_initializer": init()["bias_initializer"]} if init() else {}
+            self.head = layers.Dense(vocab_size, name="logits", **out_init)
+        self.grad_norm = tf.Variable(0.0, trainable=False, name="grad_norm")
+        self.layer_grad_norms = None
+
+    def call(self, inputs, training=None):
+        x = self.embedding(inputs)  # (B, T, E)
+        x = self.drops[0](x, training=training)
+        for rnn, drop in zip(self.rnns, self.drops[1:]):
+            x = rnn(x, training=training)  # (B, T, U)
+            x = drop(x, training=training)
+        return self.head(x)  # (B, T, V)
+
+    # -- (de)serialisation ---------------------------------------------------------------
+    def build(self, input_shape):
+        # Run the model once so every sub-layer creates its weights (stateful layers need
+        # the static batch size, hence the shape is recorded for reloading).
+        self._built_input_shape = tuple(input_shape)
+        shape = tuple(1 if d is None else d for d in input_shape)
+        self.call(ops.zeros(shape, "int32"))
+        self.built = True
+        reset_recurrent_states(self)  # building must not leave a state behind
+
+    def get_build_config(self):
+        shape = getattr(self, "_built_input_shape", None)
+        return {"input_shape": shape} if shape is not None else None
+
+    def build_from_config(self, config):
+        if config and config.get("input_shape"):
+            self.build(config["input_shape"])
+
+    # -- state ---------------------------------------------------------------------------
+    def reset_state(self) -> None:
+        """Zero the carried state of every stateful recurrent layer."""
+        reset_recurrent_states(self)
+
+    def clone_for_batch(self, batch_size: int, stateful: bool = True) -> RecurrentLM:
+        """A copy with the same weights built for a fixed ``batch_size`` (e.g. 1 to generate)."""
+        config = {**self.get_config(), "stateful": stateful, "dropout": 0.0}
+        clone = RecurrentLM.from_config(config)
+        clone(ops.zeros((batch_size, 1), "int32"))
+        clone.set_weights(self.get_weights())
+        clone.reset_state()
+        return clone
+
+    # -- training ------------------------------------------------------------------------
+    def _layer_groups(self):
+        groups = {"embedding": self.embedding}
+        for rnn in self.rnns:
+            groups[rnn.name] = rnn
+        groups["logits"] = self.head
+        return groups
+
+    def train_step(self, data):
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
+        variables = self.trainable_variables
+        grads = tape.gradient(loss, variables)
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                 for g in grads]
+        self.grad_norm.assign(tf.linalg.global_norm(grads))
+        if self.layer_grad_norms is None:
+            self.layer_grad_norms = {
+                name: tf.Variable(0.0, trainable=False, name=f"grad_norm_{name}")
+                for name in self._layer_groups()
+            }
+        ids = {id(v): g for v, g in zip(variables, grads)}
+        for name, layer in self._layer_groups().items():
+            layer_grads = [ids[id(v)] for v in layer.trainable_variables if id(v) in ids]
+            if layer_grads:
+                self.layer_grad_norms[name].assign(tf.linalg.global_norm(layer_grads))
+        self.optimizer.apply(grads, variables)
+        for metric in self.metrics:
+            if metric.name == "loss":
+                metric.update_state(loss)
+            else:
+                metric.update_state(y, y_pred, sample_weight)
+        return {m.name: m.result() for m in self.metrics}
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size,
+                "embed_dim": self.embed_dim, "units": self.units,
+                "num_layers": self.num_layers, "cell": self.cell, "dropout": self.dropout,
+                "tie_weights": self.tie_weights, "stateful": self.stateful,
+                "init_scale": self.init_scale, "unit_forget_bias": self.unit_forget_bias}
+
+
+def reset_recurrent_states(model) -> int:
+    """Reset every stateful layer inside ``model`` (Keras 3 has no ``Model.reset_states``).
+
+    Returns the number of layers reset.
+    """
+    count = 0
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if getattr(layer, "stateful", False) and hasattr(layer, "reset_state"):
+            layer.reset_state()
+            count += 1
+    return count

@@ -1,0 +1,255 @@
+"""Callbacks for language-model training with ``model.fit``.
+
+* :class:`ResetStatesCallback` — truncated BPTT: zero every stateful layer at epoch start
+  and around evaluation (Keras 3 has no ``Model.reset_states``).
+* :class:`PTBLearningRate` — the PTB tutorial's schedule ``lr · decay^max(epoch+1−start, 0)``.
+* :class:`GradientNormLogger` — global and per-layer gradient norms and the learning rate
+  to TensorBoard every N steps.
+* :class:`NaNGuard` — stops on a NaN/Inf loss, keeping the last good checkpoint.
+* :class:`TrainingDiagnostics` — the usual failures, said in words: loss stuck near
+  ``ln|V|``, validation rising while training falls, sampled text collapsing into repeats.
+* :class:`RunCheckpoint` — saves the model (optimizer included) and the epoch each epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from keras_seq.models.rnn_lm import reset_recurrent_states
+
+
+class ResetStatesCallback(keras.callbacks.Callback):
+    """Zero the state of every stateful layer at each epoch start and around evaluation."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        reset_recurrent_states(self.model)
+
+    def on_test_begin(self, logs=None):
+        reset_recurrent_states(self.model)
+
+    def on_test_end(self, logs=None):
+        reset_recurrent_states(self.model)
+
+
+class PTBLearningRate(keras.callbacks.Callback):
+    """``lr = base_lr · decay ** max(epoch + 1 − decay_start, 0)`` (epochs counted from 0).
+
+    Args:
+        base_lr: learning rate of the first epochs.
+        decay: factor applied per epoch once decay has started (1 = constant).
+        decay_start: number of epochs trained at ``base_lr`` (the PTB ``max_epoch``).
+    """
+
+    def __init__(self, base_lr: float, decay: float, decay_start: int):
+        super().__init__()
+        self.base_lr, self.decay, self.decay_start = base_lr, decay, decay_start
+
+    def rate(self, epoch: int) -> float:
+        return self.base_lr * self.decay ** max(epoch + 1 - self.decay_start, 0)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.model.optimizer.learning_rate.assign(self.rate(epoch))
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["learning_rate"] = float(self.model.optimizer.learning_rate.numpy())
+
+
+class GradientNormLogger(keras.callbacks.Callback):
+    """Write ``grad_norm/global``, ``grad_norm/<layer>`` and ``learning_rate`` every N steps."""
+
+    def __init__(self, log_dir: str | Path, every: int = 50):
+        super().__init__()
+        self.log_dir, self.every = str(log_dir), max(1, int(every))
+        self._writer = None
+        self._step = 0
+
+    def on_train_begin(self, logs=None):
+        import tensorflow as tf
+
+        self._writer = tf.summary.create_file_writer(self.log_dir)
+        self._step = int(self.model.optimizer.iterations.numpy())
+
+    def on_train_batch_end(self, batch, logs=None):
+        import tensorflow as tf
+
+        self._step += 1
+        if self._step % self.every or getattr(self.model, "layer_grad_norms", None) is None:
+            return
+        with self._writer.as_default(step=self._step):
+            tf.summary.scalar("grad_norm/global", self.model.grad_norm)
+            for name, value in self.model.layer_grad_norms.items():
+                tf.summary.scalar(f"grad_norm/{name}", value)
+            tf.summary.scalar("learning_rate", self.model.optimizer.learning_rate)
+            if logs and "loss" in logs:
+                tf.summary.scalar("batch/loss", logs["loss"])
+
+    def on_train_end(self, logs=None):
+        if self._writer is not None:
+            self._writer.flush()
+
+
+class NaNGuard(keras.callbacks.Callback):
+    """Stop training at the first NaN/Inf loss and say what to do.
+
+    :class:`RunCheckpoint` checks ``tripped`` and does not save a checkpoint after it, so
+    the last checkpoint on disk is the last good one.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.tripped = None
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            self.tripped = {"epoch": self._epoch + 1, "step": batch + 1, "loss": float(loss)}
+            self.model.stop_training = True
+
+    def message(self, checkpoint: str | None) -> str:
+        kept = f"the last good checkpoint is {checkpoint}" if checkpoint else \
+            "no checkpoint was saved before it"
+        t = self.tripped
+        return (
+            f"loss became {t['loss']} at epoch {t['epoch']}, step {t['step']}; training "
+            f"stopped and {kept}. Lower the learning rate (--lr) and/or clip gradients "
+            "(--clip-norm, e.g. 5), then run again or --resume."
+        )
+
+
+class TrainingDiagnostics(keras.callbacks.Callback):
+    """Say in words when training shows one of the classic failure patterns.
+
+    Args:
+        vocab_size: ``|V|``; a loss near ``ln|V|`` means the model predicts uniformly.
+        sample_fn: optional ``() -> list[str]`` producing sampled tokens each epoch.
+        report: a list collecting ``{"epoch", "kind", "message"}`` records.
+    """
+
+    def __init__(self, vocab_size: int, sample_fn=None, report: list | None = None,
+                 printer=print):
+        super().__init__()
+        self.uniform_loss = math.log(vocab_size)
+        self.sample_fn = sample_fn
+        self.report = report if report is not None else []
+        self.printer = printer
+        self.history: list[dict] = []
+        self._said: set[str] = set()
+
+    def _say(self, epoch: int, kind: str, message: str) -> None:
+        self.report.append({"epoch": epoch + 1, "kind": kind, "message": message})
+        if kind not in self._said:
+            self._said.add(kind)
+            self.printer(f"\n[diagnostics] {message}")
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = dict(logs or {})
+        self.history.append(logs)
+        loss = logs.get("loss")
+        # From the second epoch on: a first epoch may legitimately end near ln|V|.
+        if loss is not None and math.isfinite(loss) and loss > 2 * self.uniform_loss + 1:
+            self._say(epoch, "diverging",
+                      f"diverging: training loss {loss:.4g} is far above ln|V| = "
+                      f"{self.uniform_loss:.3f}, worse than a uniform guess. The learning rate "
+                      "is too high or gradients explode: lower --lr and clip (--clip-norm 5).")
+        elif epoch >= 1 and loss is not None and math.isfinite(loss) and \
+                abs(loss - self.uniform_loss) < 0.05 * self.uniform_loss:
+            self._say(epoch, "not_learning",
+                      f"not learning: training loss {loss:.3f} is still close to ln|V| = "
+                      f"{self.uniform_loss:.3f} (a uniform guess). Check that targets are the "
+                      "inputs shifted by one, that the learning rate is neither tiny nor huge, "
+                      "that gradients are non-zero (grad_norm in TensorBoard) and that the "
+                      "loss takes logits (from_logits=True).")
+        if len(self.history) >= 3:
+            a, b, c = self.history[-3:]
+            if all("val_loss" in h for h in (a, b, c)) and \
+                    c["val_loss"] > b["val_loss"] > a["val_loss"] and \
+                    c["loss"] < b["loss"] < a["loss"]:
+                self._say(epoch, "overfitting",
+                          f"overfitting: validation loss rose two epochs in a row "
+                          f"({a['val_loss']:.3f} → {c['val_loss']:.3f}) while training loss "
+                          "fell. Try more dropout (--dropout), weight tying, a smaller model, "
+                          "early stopping (keep the best checkpoint) or more data.")
+        if self.sample_fn is not None:
+            from keras_seq.sampling import repetition_score
+
+            tokens = self.sample_fn()
+            score = repetition_score(tokens, n=4)
+            logs_sample = " ".join(tokens[:30])
+            if len(tokens) >= 20 and score > 0.5:
+                self._say(epoch, "repetition",
+                          f"sampled text collapses into repeats ({100 * score:.0f}% of its "
+                          f"4-grams repeat: {logs_sample!r}…). Sample with temperature/top-p "
+                          "instead of greedy, train longer, or check the data for repeated "
+                          "boilerplate.")
+
+
+def _seed_generators(model):
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        yield from getattr(layer, "_seed_generators", [])
+
+
+def seed_generator_states(model) -> list:
+    """The state of every dropout RNG in ``model`` (``.keras`` files do not store them)."""
+    return [np.asarray(sg.state.numpy()).tolist() for sg in _seed_generators(model)]
+
+
+def restore_seed_generator_states(model, states: list) -> None:
+    generators = list(_seed_generators(model))
+    if len(generators) != len(states):
+        raise ValueError(
+            f"checkpoint has {len(states)} RNG states but the model has {len(generators)} "
+            "random layers; the checkpoint belongs to a different model"
+        )
+    for sg, state in zip(generators, states):
+        sg.state.assign(np.asarray(state, dtype=sg.state.dtype))
+
+
+class RunCheckpoint(keras.callbacks.Callback):
+    """Save ``checkpoints/last.keras`` (weights + optimizer) and ``state.json`` each epoch.
+
+    ``state.json`` also keeps the dropout RNG states, so a resumed run draws the same
+    dropout masks as an uninterrupted one.
+
+    Also keeps ``checkpoints/best.keras`` by ``val_loss`` when validation runs.
+    """
+
+    def __init__(self, run_dir: str | Path, nan_guard: NaNGuard | None = None):
+        super().__init__()
+        self.dir = Path(run_dir) / "checkpoints"
+        self.state_path = Path(run_dir) / "state.json"
+        self.nan_guard = nan_guard
+        self.best = math.inf
+        if self.state_path.is_file():
+            self.best = json.loads(self.state_path.read_text()).get("best_val_loss", math.inf)
+
+    @property
+    def last_path(self) -> Path:
+        return self.dir / "last.keras"
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.nan_guard is not None and self.nan_guard.tripped:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        logs = logs or {}
+        tmp = self.dir / "last.tmp.keras"
+        self.model.save(tmp)
+        tmp.replace(self.last_path)  # atomic: an interrupted save never leaves half a file
+        val = logs.get("val_loss")
+        if val is not None and val < self.best:
+            self.best = float(val)
+            self.model.save(self.dir / "best.keras")
+        state = {"epochs_done": epoch + 1, "best_val_loss": self.best,
+                 "rng_states": seed_generator_states(self.model),
+                 "last_logs": {k: float(v) for k, v in logs.items()
+                               if np.ndim(v) == 0}}
+        self.state_path.write_text(json.dumps(state, indent=2))

@@ -1,0 +1,144 @@
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from keras_seq.cli import main
+from keras_seq.errors import KerasSeqError
+from keras_seq.models import RecurrentLM
+from keras_seq.training import callbacks as cb
+from keras_seq.training.config import LMConfig, preset
+from keras_seq.training.lm import evaluate_stream, train_lm
+
+
+@pytest.fixture
+def corpus_file(tmp_path):
+    rng = np.random.default_rng(0)
+    words = "the cat dog sat ran on a mat log and big small red".split()
+    lines = [" ".join(rng.choice(words, rng.integers(3, 9))) for _ in range(600)]
+    path = tmp_path / "tiny.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def tiny_config(corpus_file, **kw):
+    base = dict(data=corpus_file, embed_dim=8, units=12, batch_size=4, bptt=6, epochs=2,
+                max_steps_per_epoch=8, sample_tokens=8, log_every=2, histogram_freq=1,
+                seed=7, lr=0.01)
+    return LMConfig(**{**base, **kw})
+
+
+def test_reset_callback_resets_every_stateful_layer():
+    lm = RecurrentLM(10, 4, 4, num_layers=2, cell="gru", stateful=True)
+    lm(np.ones((2, 3), "int32"))
+    lm(np.ones((2, 3), "int32"))  # state is now non-zero
+    callback = cb.ResetStatesCallback()
+    callback.set_model(lm)
+    callback.on_epoch_begin(0)
+    for rnn in lm.rnns:
+        assert all(float(np.abs(s).max()) == 0 for s in rnn.states)
+
+
+def test_eval_carries_state_through_stream():
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 15, 53).astype("int32")
+    lm = RecurrentLM(15, 6, 6, num_layers=2, cell="lstm")
+    lm(ids[None, :4])
+    logp, n = evaluate_stream(lm, ids, bptt=7)  # 7 windows, the last one shorter
+    assert n == 52
+    logits = np.asarray(lm(ids[None, :-1]))[0]  # one stateless pass over everything
+    full = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    np.testing.assert_allclose(logp, full[np.arange(52), ids[1:]], atol=1e-5)
+
+
+def test_ptb_learning_rate_schedule():
+    sched = cb.PTBLearningRate(1.0, 0.5, decay_start=4)
+    assert [sched.rate(e) for e in range(6)] == [1.0, 1.0, 1.0, 1.0, 0.5, 0.25]
+    small = preset("ptb-small")
+    assert (small.units, small.bptt, small.epochs, small.init_scale) == (200, 20, 13, 0.1)
+    assert preset("ptb-large").lr_decay == pytest.approx(1 / 1.15)
+
+
+def test_train_eval_generate_end_to_end(tmp_path, corpus_file, capsys):
+    run = tmp_path / "run"
+    results = train_lm(tiny_config(corpus_file), run, verbose=0)
+    for name in ("config.json", "tokenizer.json", "metrics.csv", "metrics.json", "state.json",
+                 "checkpoints/last.keras"):
+        assert (run / name).exists(), name
+    assert results["val"]["tokens"] > 0 and np.isfinite(results["val"]["ppl"])
+    assert results["val"]["fingerprint"]["tokenizer"].startswith("word:")
+    logs = {p.name for p in (run / "tensorboard").iterdir()}
+    assert {"train", "validation", "diagnostics", "samples", "activations"} <= logs
+    capsys.readouterr()
+    assert main(["eval", "lm", "--run-dir", str(run), "--split", "test", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fingerprint"]["split"] == "test"
+    assert main(["generate", "--run-dir", str(run), "--prompt", "the cat",
+                 "--max-tokens", "5", "--seed", "1", "--sampler", "greedy"]) == 0
+    assert capsys.readouterr().out.startswith("the cat")
+    with pytest.raises(KerasSeqError, match="already holds a run"):
+        train_lm(tiny_config(corpus_file), run, verbose=0)
+
+
+def test_resume_ends_with_the_same_weights(tmp_path, corpus_file):
+    config = tiny_config(corpus_file, epochs=3, dropout=0.2)
+    train_lm(config, tmp_path / "straight", verbose=0)
+    # "interrupted" run: stops after one epoch, then resumes to three
+    train_lm(tiny_config(corpus_file, epochs=1, dropout=0.2), tmp_path / "resumed", verbose=0)
+    train_lm(config, tmp_path / "resumed", resume=True, verbose=0)
+    a = keras.saving.load_model(tmp_path / "straight/checkpoints/last.keras").get_weights()
+    b = keras.saving.load_model(tmp_path / "resumed/checkpoints/last.keras").get_weights()
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_clipping_bounds_the_update():
+    lm = RecurrentLM(10, 4, 4, cell="rnn")
+    x = np.random.default_rng(0).integers(0, 10, (2, 5)).astype("int32")
+    lm(x)
+    before = [w.copy() for w in lm.get_weights()]
+    lm.compile(optimizer=keras.optimizers.SGD(1.0, global_clipnorm=1e-3),
+               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    lm.train_on_batch(x, x)
+    step = np.sqrt(sum(((a - b) ** 2).sum() for a, b in zip(lm.get_weights(), before)))
+    assert float(lm.grad_norm) > 1e-3  # the raw gradient was larger than θ …
+    assert step == pytest.approx(1e-3, rel=1e-3)  # … and the applied step is exactly θ·lr
+
+
+def test_nan_guard_stops_and_keeps_last_good_checkpoint(tmp_path, corpus_file):
+    with pytest.raises(KerasSeqError, match="loss became (nan|inf).*Lower the learning rate"):
+        train_lm(tiny_config(corpus_file, lr=float("inf"), optimizer="sgd", clip_norm=None,
+                             cell="rnn", epochs=3), tmp_path / "nan", verbose=0)
+
+
+def test_full_bptt_mode(tmp_path, corpus_file):
+    results = train_lm(tiny_config(corpus_file, bptt_mode="full", epochs=1), tmp_path / "f",
+                       verbose=0)
+    assert np.isfinite(results["val"]["ppl"])
+
+
+def test_not_learning_and_overfitting_diagnostics():
+    said = []
+    d = cb.TrainingDiagnostics(vocab_size=100, printer=said.append)
+    d.on_epoch_end(0, {"loss": 4.6, "val_loss": 4.0})
+    assert not said  # first epoch: too early to judge
+    d.on_epoch_end(1, {"loss": 4.5, "val_loss": 4.1})
+    d.on_epoch_end(2, {"loss": 4.4, "val_loss": 4.2})
+    kinds = [r["kind"] for r in d.report]
+    assert "not_learning" in kinds and "overfitting" in kinds
+    rep = cb.TrainingDiagnostics(vocab_size=100, sample_fn=lambda: ["a", "b"] * 20,
+                                 printer=said.append)
+    rep.on_epoch_end(0, {"loss": 1.0})
+    assert rep.report[-1]["kind"] == "repetition"
+
+
+def test_bad_input_is_clear(tmp_path, corpus_file, capsys):
+    assert main(["train", "lm", "--run-dir", str(tmp_path / "x"), "--data", corpus_file,
+                 "--bptt", "0"]) == 2
+    assert "bptt must be ≥ 1" in capsys.readouterr().err
+    assert main(["train", "lm", "--run-dir", str(tmp_path / "y"), "--data", corpus_file,
+                 "--batch-size", "100000", "--bptt", "5"]) == 2
+    assert "too short" in capsys.readouterr().err
+    assert main(["eval", "lm", "--run-dir", str(tmp_path / "missing")]) == 2
+    assert "not a keras-seq run directory" in capsys.readouterr().err
