@@ -123,3 +123,14 @@ def test_subword_roundtrip_and_save(tmp_path):
     tok.save(tmp_path)
     again = load_tokenizer(tmp_path)
     np.testing.assert_array_equal(again.encode("newest wider\n"), tok.encode("newest wider\n"))
+
+
+def test_subword_vocab_size_is_a_maximum():
+    rng = np.random.default_rng(0)
+    letters = list("abcdefghij")
+    words = ["".join(rng.choice(letters, rng.integers(2, 8))) for _ in range(400)]
+    text = " ".join(rng.choice(words, 3000)) + "\n"
+    tok = make_tokenizer("subword", vocab_size=60).fit(text)
+    assert tok.vocab_size <= 60
+    sample = " ".join(words[:20]) + "\n"
+    assert tok.decode(tok.encode(sample)) == sample  # still spells every word

@@ -383,8 +383,36 @@ class SubwordTokenizer(Tokenizer):
             reserved_tokens=list(self.specials),
             lower_thresh=1,
         )
-        self._set_vocab(list(self.specials) + [t for t in learned if t not in self.specials])
+        vocab = list(self.specials) + [t for t in learned if t not in self.specials]
+        self._set_vocab(self._cap(vocab, counts))
         return self
+
+    def _cap(self, vocab: list[str], counts: collections.Counter) -> list[str]:
+        """Cut a learned vocabulary to ``vocab_size`` entries.
+
+        The learner's threshold search can overshoot the target; then the pieces used
+        least on the training words go (single characters always stay, so every word
+        still has a spelling).
+        """
+        limit = self.options["vocab_size"]
+        if len(vocab) <= limit:
+            return vocab
+        import tensorflow as tf
+        import tensorflow_text as tf_text
+
+        words = list(counts)
+        tokenizer = tf_text.FastWordpieceTokenizer(vocab=vocab, suffix_indicator="##",
+                                                   unknown_token=UNK)
+        pieces = tokenizer.tokenize(tf.constant(words))
+        weights = np.repeat([counts[w] for w in words], pieces.row_lengths().numpy())
+        usage = np.bincount(pieces.flat_values.numpy(), weights=weights, minlength=len(vocab))
+        keep = {i for i, t in enumerate(vocab)
+                if t in self.specials or len(t.removeprefix("##")) == 1}
+        for i in np.argsort(-usage, kind="stable"):
+            if len(keep) >= limit:
+                break
+            keep.add(int(i))
+        return [t for i, t in enumerate(vocab) if i in keep]
 
     def _set_vocab(self, vocab: list[str]) -> None:
         super()._set_vocab(vocab)
