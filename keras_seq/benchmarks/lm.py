@@ -1,0 +1,145 @@
+"""``keras-seq bench lm``: RNN, GRU and LSTM language models at an equal parameter budget,
+each trained for the same wall-clock budget, against Kneser-Ney on identical tokens.
+
+Every run is an ordinary run directory (``OUT/<cell>``), so each number can be re-checked
+with ``keras-seq eval lm --run-dir OUT/<cell>``. The table reports validation perplexity,
+its ratio to KN5's, parameters, minutes and training tokens/s.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from keras_seq.layers.params import count_params
+from keras_seq.metrics import check_comparable
+from keras_seq.training.config import LMConfig
+
+
+def model_params(cell: str, vocab: int, embed: int, units: int, layers: int,
+                 tie: bool) -> int:
+    """Trainable parameters of a :class:`~keras_seq.models.RecurrentLM`."""
+    cell_type = {"rnn": "simple_rnn", "gru": "gru", "lstm": "lstm"}[cell]
+    total = vocab * embed
+    for i in range(layers):
+        total += count_params(cell_type, embed if i == 0 else units, units)
+    total += vocab if tie else units * vocab + vocab
+    return total
+
+
+def units_for_budget(cell: str, vocab: int, embed: int, layers: int, budget: int,
+                     tie: bool) -> int:
+    """The largest unit count whose model stays within ``budget`` parameters."""
+    if tie:  # tying needs units == embed: the budget cannot be matched by units alone
+        return embed
+    lo, hi = 1, 1
+    while model_params(cell, vocab, embed, hi, layers, tie) <= budget:
+        hi *= 2
+    while lo < hi - 1:
+        mid = (lo + hi) // 2
+        if model_params(cell, vocab, embed, mid, layers, tie) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def kn_baseline(config: LMConfig, order: int, split: str = "val"):
+    """Interpolated modified KN of ``order`` on exactly the LM's tokens."""
+    import warnings
+
+    from keras_seq.ngram.data import load_tokenized
+    from keras_seq.ngram.kneser_ney import DiscountWarning, train_kneser_ney
+    from keras_seq.ngram.scorer import evaluate
+
+    data = load_tokenized(config.data, max_vocab=config.max_vocab,
+                          min_count=config.min_count or 1, split=config.split_ratio,
+                          data_dir=config.data_dir)
+    start = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DiscountWarning)
+        model = train_kneser_ney(data.train, order)
+    seconds = time.monotonic() - start
+    result = evaluate(model, data.lines(split), fingerprint=data.fingerprint(split),
+                      name=f"KN{order}")
+    return result, seconds
+
+
+def run_bench(out_dir: str | Path, *, data: str = "tinyshakespeare", split_ratio: str = "90/10",
+              tokenizer: str = "word", cells=("rnn", "gru", "lstm"), minutes: float = 60.0,
+              budget: int | None = None, embed_dim: int = 256, num_layers: int = 2,
+              dropout: float = 0.5, bptt: int = 35, batch_size: int = 20, lr: float = 2e-3,
+              tie_weights: bool = False, kn_order: int = 5, max_steps_per_epoch=None,
+              seed: int = 1234, verbose: int = 2, printer=print) -> dict:
+    """Train each cell for ``minutes`` at an equal parameter ``budget``; compare with KN.
+
+    ``budget`` defaults to the parameters of the LSTM with ``units = embed_dim``.
+    """
+    from keras_seq.data.corpus import load_corpus
+    from keras_seq.training.lm import evaluate_run, train_lm
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = LMConfig(data=data, split_ratio=split_ratio, tokenizer=tokenizer, min_count=1,
+                    embed_dim=embed_dim, num_layers=num_layers, dropout=dropout, bptt=bptt,
+                    batch_size=batch_size, optimizer="adam", lr=lr, epochs=1000,
+                    max_minutes=minutes, tie_weights=tie_weights,
+                    max_steps_per_epoch=max_steps_per_epoch, seed=seed, histogram_freq=0)
+    from keras_seq.data.tokenizers import make_tokenizer
+
+    # The vocabulary every run will build (same options), to size the models.
+    corpus = load_corpus(data, split=split_ratio)
+    vocab = make_tokenizer(tokenizer, min_count=1).fit(corpus.text("train")).vocab_size
+    if budget is None:
+        budget = model_params("lstm", vocab, embed_dim, embed_dim, num_layers, tie_weights)
+    rows = []
+    results = []
+    for cell in cells:
+        units = units_for_budget(cell, vocab, embed_dim, num_layers, budget, tie_weights)
+        config = LMConfig.from_dict({**base.to_dict(), "cell": cell, "units": units})
+        run_dir = out_dir / cell
+        printer(f"\n== {cell}: {units} units × {num_layers} layers, "
+                f"{model_params(cell, vocab, embed_dim, units, num_layers, tie_weights):,} "
+                f"params, {minutes:g} min budget → {run_dir}")
+        if (run_dir / "metrics.json").is_file():
+            summary = json.loads((run_dir / "metrics.json").read_text())
+            printer("   (already trained: reusing its metrics.json)")
+        else:
+            summary = train_lm(config, run_dir, verbose=verbose, printer=printer)
+        result = evaluate_run(run_dir, "val")
+        results.append(result)
+        rows.append({"model": cell, "units": units, "params": summary["params"],
+                     "minutes": round(summary["train_minutes"], 1),
+                     "epochs": summary["epochs_done"],
+                     "tokens_per_s": round(summary["tokens_per_sec"]),
+                     "val_ppl": result.ppl, "val_nats": result.nats})
+    kn, kn_seconds = kn_baseline(base, kn_order)
+    results.append(kn)
+    check_comparable(*results)  # identical tokens, split and corpus, or an error
+    rows.append({"model": f"KN{kn_order}", "units": None, "params": None,
+                 "minutes": round(kn_seconds / 60, 2), "epochs": None, "tokens_per_s": None,
+                 "val_ppl": kn.ppl, "val_nats": kn.nats})
+    for row in rows:
+        row["ppl_vs_kn"] = row["val_ppl"] / kn.ppl
+    out = {"data": data, "split_ratio": split_ratio, "tokenizer": tokenizer,
+           "fingerprint": kn.fingerprint, "budget_params": budget, "minutes_per_model": minutes,
+           "rows": rows}
+    (out_dir / "bench_lm.json").write_text(json.dumps(out, indent=2, default=str))
+    return out
+
+
+def format_bench(out: dict) -> str:
+    lines = [f"{out['data']} ({out['split_ratio']}, {out['tokenizer']}), tokenizer "
+             f"{out['fingerprint']['tokenizer']}; budget {out['budget_params']:,} params, "
+             f"{out['minutes_per_model']:g} min per model; val split"]
+    lines.append(f"{'model':<6} {'units':>6} {'params':>11} {'min':>6} {'epochs':>6} "
+                 f"{'tokens/s':>9} {'val PPL':>9} {'nats':>7} {'× KN':>6}")
+    for r in out["rows"]:
+        def f(v, spec):
+            return format(v, spec) if v is not None else format("-", spec.rstrip(","))
+        lines.append(f"{r['model']:<6} {f(r['units'], '>6')} {f(r['params'], '>11,')} "
+                     f"{f(r['minutes'], '>6')} {f(r['epochs'], '>6')} "
+                     f"{f(r['tokens_per_s'], '>9,')} {r['val_ppl']:>9.2f} "
+                     f"{r['val_nats']:>7.4f} {r['ppl_vs_kn']:>6.3f}")
+    return "\n".join(lines)

@@ -1,0 +1,48 @@
+"""``keras-seq bench lm``: RNN vs GRU vs LSTM language models (equal parameters and time) vs KN."""
+
+from __future__ import annotations
+
+from keras_seq.commands._common import add_json_arg, print_json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "lm", help="RNN/GRU/LSTM LMs at equal parameter budget and wall time, vs Kneser-Ney")
+    p.add_argument("--out", default="runs/bench-lm", help="folder for the run directories")
+    p.add_argument("--data", default="tinyshakespeare")
+    p.add_argument("--split-ratio", default="90/10", help="nanoGPT's 90/10 by default")
+    p.add_argument("--tokenizer", default="word", choices=("word", "char", "subword"))
+    p.add_argument("--cells", default="rnn,gru,lstm", help="comma-separated")
+    p.add_argument("--minutes", type=float, default=60.0, help="training budget per model")
+    p.add_argument("--budget", type=int, default=None,
+                   help="parameter budget (default: the LSTM with units = embed dim)")
+    p.add_argument("--embed-dim", type=int, default=256)
+    p.add_argument("--num-layers", type=int, default=2)
+    p.add_argument("--dropout", type=float, default=0.5)
+    p.add_argument("--bptt", type=int, default=35)
+    p.add_argument("--batch-size", type=int, default=20)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--tie-weights", action="store_true")
+    p.add_argument("--kn-order", type=int, default=5)
+    p.add_argument("--max-steps-per-epoch", type=int, default=None, help="for smoke tests")
+    add_json_arg(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from keras_seq.benchmarks.lm import format_bench, run_bench
+
+    out = run_bench(
+        args.out, data=args.data, split_ratio=args.split_ratio, tokenizer=args.tokenizer,
+        cells=tuple(c.strip() for c in args.cells.split(",") if c.strip()),
+        minutes=args.minutes, budget=args.budget, embed_dim=args.embed_dim,
+        num_layers=args.num_layers, dropout=args.dropout, bptt=args.bptt,
+        batch_size=args.batch_size, lr=args.lr, tie_weights=args.tie_weights,
+        kn_order=args.kn_order, max_steps_per_epoch=args.max_steps_per_epoch,
+        verbose=0 if args.json else 2,
+    )
+    if args.json:
+        print_json(out)
+    else:
+        print(format_bench(out))
+    return 0
