@@ -1,0 +1,233 @@
+"""Per-token streaming latency of one language model across runtimes.
+
+Runtimes (batch 1, one token per call, the state carried between calls):
+
+* ``keras-eager``: a stateful batch-1 Keras clone called eagerly on ``(1, 1)``;
+* ``tf-function``: the explicit-state step graph in a ``tf.function``;
+* ``saved-model``: the exported SavedModel's ``step`` signature;
+* ``tflite <model>``: every exported TFLite step model (``step_*`` explicit state;
+  ``step_fused_*`` the fused ``UNIDIRECTIONAL_SEQUENCE_LSTM`` with internal state) on the
+  LiteRT interpreter at each thread count.
+
+Each runtime streams ``warmup`` untimed tokens, then ``tokens`` timed ones (validation
+text, cycled); the per-token latency is the wall time of one call including the Python
+overhead of feeding it (what an app would see). Reported: p50/p95/p99 µs, tokens/s, model
+size (TFLite file; SavedModel folder; float32 weights for Keras) and the validation
+perplexity change vs float Keras (TFLite: measured through that model at export; the TF
+runtimes run the float graph itself, so 0).
+
+Use ``keras-seq bench streaming --run-dir R`` or :func:`run_streaming_benchmark`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+TARGET_SPEEDUP = 3.0
+PPL_TOLERANCE_PCT = 1.5
+
+
+def _dir_size(path: Path) -> int:
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _time_stream(call, stream: np.ndarray, warmup: int) -> np.ndarray:
+    for token in stream[:warmup]:
+        call(int(token))
+    out = np.empty(len(stream) - warmup)
+    for i, token in enumerate(stream[warmup:]):
+        t0 = time.perf_counter_ns()
+        call(int(token))
+        out[i] = (time.perf_counter_ns() - t0) / 1e3
+    return out
+
+
+def _row(name: str, threads, micros: np.ndarray, size: int, ppl_delta) -> dict:
+    return {"runtime": name, "threads": threads,
+            "p50_us": float(np.percentile(micros, 50)),
+            "p95_us": float(np.percentile(micros, 95)),
+            "p99_us": float(np.percentile(micros, 99)),
+            "tokens_per_s": float(len(micros) / (micros.sum() / 1e6)),
+            "size_kib": size / 1024, "ppl_delta_pct": ppl_delta}
+
+
+def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
+                            threads=(1, 2), export_dir=None, saved_model_dir=None,
+                            variants=None, progress=None, skip=()) -> dict:
+    """Benchmark every runtime on the run in ``run_dir``; returns the report dict.
+
+    ``export_dir`` / ``saved_model_dir``: reuse exports (a ``keras-seq export tflite`` folder
+    with ``manifest.json``; a SavedModel); otherwise both are exported to a temporary folder.
+    ``skip``: runtime kinds to leave out (``keras-eager``, ``tf-function``, ``saved-model``).
+    """
+    import tensorflow as tf
+
+    from keras_seq.export.graphs import LMGraphs
+    from keras_seq.export.saved_model import export_saved_model, load_step
+    from keras_seq.export.tflite import VARIANTS, export_tflite
+    from keras_seq.runtime.litert import LiteRTLM
+    from keras_seq.training.lm import corpus_for, load_run
+
+    say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    config, tokenizer, model = load_run(run_dir)
+    corpus = corpus_for(config)
+    val_text = corpus.text("val") or corpus.text("train")
+    ids = tokenizer.encode(val_text)
+    n = warmup + tokens
+    stream = np.resize(ids, n).astype(np.int32)
+    tmp = tempfile.TemporaryDirectory()
+    rows = []
+    try:
+        if export_dir is None or not (Path(export_dir) / "manifest.json").is_file():
+            export_dir = Path(tmp.name) / "tflite"
+            say("exporting TFLite variants …")
+            export_tflite(run_dir, export_dir, variants=variants or VARIANTS,
+                          graphs=("step", "step_fused"), printer=say, model=model,
+                          tokenizer=tokenizer, config=config)
+        manifest = json.loads((Path(export_dir) / "manifest.json").read_text())
+        keras_ppl = manifest.get("keras_val_ppl")
+
+        graphs = LMGraphs(model)
+        weight_bytes = 4 * int(model.count_params())  # float32 weights (no optimizer state)
+        if "keras-eager" not in skip:
+            say(f"keras-eager: {n} tokens …")
+            runner = model.clone_for_batch(1, stateful=True)
+            micros = _time_stream(
+                lambda t: runner(np.array([[t]], np.int32), training=False), stream, warmup)
+            rows.append(_row("keras-eager", "-", micros, weight_bytes, 0.0))
+        if "tf-function" not in skip:
+            say(f"tf-function: {n} tokens …")
+            fn = tf.function(lambda **kw: graphs.step(**kw))
+            state = {k: tf.constant(v) for k, v in graphs.zero_states(1).items()}
+
+            def tf_step(token, state=state):
+                out = fn(token=tf.constant([token], tf.int32), **state)
+                state.update({k: out[k] for k in graphs.state_names})
+                return out["logits"].numpy()
+
+            rows.append(_row("tf-function", "-", _time_stream(tf_step, stream, warmup),
+                             weight_bytes, 0.0))
+        if "saved-model" not in skip:
+            if saved_model_dir is None or not Path(saved_model_dir).is_dir():
+                saved_model_dir = Path(tmp.name) / "saved_model"
+                export_saved_model(run_dir, saved_model_dir, printer=say, model=model,
+                                   tokenizer=tokenizer)
+            say(f"saved-model step: {n} tokens …")
+            loaded, sig, names = load_step(saved_model_dir)
+            sstate = {k: tf.zeros((1, graphs.units)) for k in names}
+
+            def sm_step(token, state=sstate):
+                out = sig(token=tf.constant([token], tf.int32), **state)
+                state.update({k: out[k] for k in names})
+                return out["logits"].numpy()
+
+            rows.append(_row("saved-model", "-", _time_stream(sm_step, stream, warmup),
+                             _dir_size(saved_model_dir), 0.0))
+            del loaded
+        for entry in manifest["models"]:
+            if "error" in entry or not entry["graph"].startswith("step"):
+                continue
+            path = Path(export_dir) / entry["file"]
+            delta = (entry.get("parity") or {}).get("ppl_delta_pct")
+            for th in threads:
+                say(f"tflite {entry['name']} ({th} thread{'s' if th > 1 else ''}): "
+                    f"{n} tokens …")
+                lm = LiteRTLM(path, tokenizer=tokenizer, num_threads=th)
+                lm.reset()
+                micros = _time_stream(lm.step, stream, warmup)
+                rows.append(_row(f"tflite {entry['name']}", th, micros, entry["size_bytes"],
+                                 delta))
+    finally:
+        tmp.cleanup()
+
+    base = next((r for r in rows if r["runtime"] == "tflite step_float32" and r["threads"] == 1),
+                None)
+    for r in rows:
+        r["speedup_vs_tflite_fp32"] = base["p50_us"] / r["p50_us"] if base else None
+    verdict = _verdict(rows, base)
+    return {"run_dir": str(run_dir), "tokens": tokens, "warmup": warmup,
+            "model": {"cell": config.cell, "units": config.units, "embed_dim": config.embed_dim,
+                      "num_layers": config.num_layers, "vocab_size": tokenizer.vocab_size},
+            "keras_val_ppl": keras_ppl, "tokenizer_fingerprint": tokenizer.fingerprint,
+            "rows": rows, "verdict": verdict}
+
+
+def _verdict(rows, base) -> dict:
+    """Did the best quantized TFLite step model reach ≥3× fp32 speed within +1.5% PPL?"""
+    quantized = [r for r in rows if r["runtime"].startswith("tflite step")
+                 and not r["runtime"].endswith(("float32",)) and r["threads"] == 1]
+    ok = [r for r in quantized if r["ppl_delta_pct"] is not None
+          and r["ppl_delta_pct"] <= PPL_TOLERANCE_PCT]
+    if not base or not ok:
+        return {"met": False, "reason": "no quantized model within the PPL tolerance"
+                if base else "no fp32 TFLite baseline"}
+    best = max(ok, key=lambda r: r["speedup_vs_tflite_fp32"])
+    met = best["speedup_vs_tflite_fp32"] >= TARGET_SPEEDUP
+    return {"met": met, "best": best["runtime"], "speedup": best["speedup_vs_tflite_fp32"],
+            "ppl_delta_pct": best["ppl_delta_pct"], "target_speedup": TARGET_SPEEDUP,
+            "ppl_tolerance_pct": PPL_TOLERANCE_PCT}
+
+
+COLUMNS = ["runtime", "threads", "p50_us", "p95_us", "p99_us", "tokens_per_s", "size_kib",
+           "ppl_delta_pct", "speedup_vs_tflite_fp32"]
+
+
+def format_report(report: dict) -> str:
+    import io
+
+    from keras_seq.commands._common import print_table
+
+    buf = io.StringIO()
+    m = report["model"]
+    print(f"streaming latency, batch 1, {report['tokens']} timed tokens after "
+          f"{report['warmup']} warm-up; {m['cell']} {m['num_layers']}×{m['units']} units, "
+          f"embed {m['embed_dim']}, vocab {m['vocab_size']:,}; float Keras val PPL "
+          f"{report['keras_val_ppl'] or float('nan'):.3f}", file=buf)
+    rows = [{**r, "ppl_delta_pct": r["ppl_delta_pct"] if r["ppl_delta_pct"] is not None
+             else None} for r in report["rows"]]
+    print_table(rows, COLUMNS, file=buf)
+    v = report["verdict"]
+    if "best" in v:
+        word = "MET" if v["met"] else "MISSED"
+        print(f"target (quantized ≥ {v['target_speedup']:.0f}× faster per token than fp32 "
+              f"TFLite, PPL within +{v['ppl_tolerance_pct']}%): {word} — best {v['best']} "
+              f"{v['speedup']:.2f}× at {v['ppl_delta_pct']:+.2f}% PPL", file=buf)
+    else:
+        print(f"target: MISSED ({v['reason']})", file=buf)
+    return buf.getvalue().rstrip("\n")
+
+
+def plot_report(report: dict, path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = report["rows"]
+    labels = [r["runtime"] + (f" ×{r['threads']}" if r["threads"] != "-" else "")
+              for r in rows]
+    p50 = np.array([r["p50_us"] for r in rows])
+    p95 = np.array([r["p95_us"] for r in rows])
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.5))
+    y = np.arange(len(rows))
+    ax.barh(y, p50, xerr=[np.zeros_like(p50), p95 - p50], color="tab:blue", alpha=0.8,
+            label="p50 (bar), p95 (whisker)")
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("µs per token (log scale)")
+    ax.set_title("Streaming next-token latency, batch 1")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)

@@ -1,0 +1,44 @@
+"""``keras-seq bench streaming``: per-token latency of Keras, tf.function, SavedModel and
+TFLite variants (1 and 2 threads), with size and PPL change."""
+
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "streaming", help="per-token streaming latency p50/p95/p99 across runtimes and "
+        "TFLite variants, tokens/s, size, PPL delta")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--tokens", type=int, default=1000, help="timed tokens per runtime")
+    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--export-dir", default=None,
+                   help="reuse a `keras-seq export tflite` folder (else export to a temp dir)")
+    p.add_argument("--saved-model", default=None, help="reuse an exported SavedModel")
+    p.add_argument("--skip", nargs="*", default=[],
+                   choices=("keras-eager", "tf-function", "saved-model"))
+    p.add_argument("--plot", default=None, help="write a PNG bar chart here")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=cmd_streaming)
+
+
+def cmd_streaming(args) -> int:
+    import json
+
+    from keras_seq.benchmarks.streaming import format_report, plot_report, run_streaming_benchmark
+
+    if args.tokens < 1:
+        raise ValueError(f"--tokens must be ≥ 1, got {args.tokens}")
+    report = run_streaming_benchmark(args.run_dir, tokens=args.tokens, warmup=args.warmup,
+                                     threads=tuple(args.threads), export_dir=args.export_dir,
+                                     saved_model_dir=args.saved_model, skip=tuple(args.skip))
+    if args.plot:
+        plot_report(report, args.plot)
+        report["plot"] = args.plot
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        print(format_report(report))
+        if args.plot:
+            print(f"plot: {args.plot}")
+    return 0

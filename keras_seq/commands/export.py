@@ -1,0 +1,59 @@
+"""``keras-seq export saved-model|tflite``: SavedModel signatures and TFLite variants."""
+
+from __future__ import annotations
+
+from keras_seq.commands._common import add_json_arg, print_json
+
+_VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
+_GRAPHS = ("step", "step_fused", "sequence", "sequence_fused")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("export", help="export a trained LM: SavedModel or TFLite")
+    sub = parser.add_subparsers(dest="export_command", metavar="FORMAT")
+    parser.set_defaults(func=lambda args: parser.print_help() or 2)
+
+    p = sub.add_parser("saved-model", help="SavedModel with score / next_tokens / generate / "
+                       "step serving signatures (raw text in)")
+    p.add_argument("--run-dir", required=True, help="a `keras-seq train lm` run directory")
+    p.add_argument("--out", required=True, help="SavedModel folder to write")
+    p.set_defaults(func=cmd_saved_model)
+
+    p = sub.add_parser("tflite", help="streaming step models (+ fused LSTM) and scoring "
+                       "models in float32/float16/dynamic/int8/int16x8, with parity checks")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--out", required=True, help="folder for the .tflite files")
+    p.add_argument("--variants", nargs="+", default=list(_VARIANTS), choices=_VARIANTS)
+    p.add_argument("--graphs", nargs="+", default=list(_GRAPHS), choices=_GRAPHS,
+                   help="which graphs (fused ones only for plain LSTMs)")
+    p.add_argument("--seq-length", type=int, default=32, help="window of the sequence models")
+    p.add_argument("--calib-tokens", type=int, default=200,
+                   help="training tokens that calibrate int8/int16x8")
+    p.add_argument("--no-parity", action="store_true", help="skip the Keras comparison")
+    add_json_arg(p)
+    p.set_defaults(func=cmd_tflite)
+
+
+def cmd_saved_model(args) -> int:
+    from keras_seq.export.saved_model import export_saved_model
+
+    export_saved_model(args.run_dir, args.out)
+    return 0
+
+
+def cmd_tflite(args) -> int:
+    import sys
+
+    from keras_seq.export.tflite import export_tflite
+
+    printer = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
+    manifest = export_tflite(args.run_dir, args.out, variants=args.variants,
+                             graphs=args.graphs, seq_length=args.seq_length,
+                             calib_tokens=args.calib_tokens, check_parity=not args.no_parity,
+                             printer=printer)
+    if args.json:
+        print_json(manifest)
+    else:
+        print(f"wrote {len([m for m in manifest['models'] if 'error' not in m])} model(s) to "
+              f"{args.out} (manifest.json lists sizes, ops and parity)")
+    return 0

@@ -1,0 +1,226 @@
+"""Inference graphs of a :class:`~keras_seq.models.rnn_lm.RecurrentLM` with explicit state.
+
+:class:`LMGraphs` wraps a trained model (any cell: keras-seq ``rnn``/``gru``/``lstm`` or the
+Keras built-ins, stacked or not) and builds the functions every exporter uses:
+
+* ``step(token (B,), *states) → logits (B, V), *states``: one token, the state passed in
+  and out explicitly (each layer's ``h`` and, for an LSTM, ``c``). It calls the layers'
+  own cells, so it is the model's math exactly; in TFLite it becomes a few
+  ``FULLY_CONNECTED`` ops that XNNPACK accelerates.
+* ``sequence(tokens (B, T), *states) → logits (B, T, V), *states``: a static window,
+  unrolled through the cells, for scoring a stream window by window.
+* ``fused_*``: the same two with every LSTM layer replaced by the composite function of
+  :mod:`keras_seq.export.fused_lstm` (TFLite fuses it into ``UNIDIRECTIONAL_SEQUENCE_LSTM``
+  whose state is internal: no state inputs or outputs).
+
+State names are ``h0``, ``c0``, ``h1``, … (layer index; ``c`` only for LSTMs).
+
+Example:
+
+>>> from keras_seq.models import RecurrentLM
+>>> lm = RecurrentLM(20, 4, 6, num_layers=2, cell="lstm"); _ = lm(np.zeros((1, 2), "int32"))
+>>> g = LMGraphs(lm)
+>>> g.state_names, g.state_shapes(1)["h0"]
+(['h0', 'c0', 'h1', 'c1'], [1, 6])
+>>> out = g.step(np.array([3], "int32"), **g.zero_states(1))
+>>> tuple(out["logits"].shape)
+(1, 20)
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_seq.errors import KerasSeqError
+from keras_seq.export.fused_lstm import fused_lstm
+
+
+class FrozenWeights(tf.Module):
+    """Plain ``tf.Variable`` copies of a Keras model's weights, swapped in while tracing.
+
+    Functions wrapped with :meth:`wrap` read these variables instead of the Keras ones
+    (through ``keras.StatelessScope``). Two things follow: the SavedModel holds ordinary
+    variables (it reloads without keras-seq installed), and the TFLite converter freezes
+    them into constants (Keras 3 variables stay ``VAR_HANDLE``/``READ_VARIABLE`` resources
+    and force ``BATCH_MATMUL`` instead of ``FULLY_CONNECTED``). The fused-LSTM composite
+    then receives tensors read from variables, the form the converter fuses.
+    """
+
+    def __init__(self, model, name: str = "frozen_weights"):
+        super().__init__(name=name)
+        self.values = [tf.Variable(np.asarray(v.numpy()), trainable=False,
+                                   name=v.path.replace("/", "__"))
+                       for v in model.weights]
+        self._keras_variables = tuple(model.weights)
+
+    def wrap(self, fn):
+        def frozen(*args, **kwargs):
+            mapping = [(kv, tf.convert_to_tensor(tv))
+                       for kv, tv in zip(self._keras_variables, self.values)]
+            with keras.StatelessScope(state_mapping=mapping):
+                return fn(*args, **kwargs)
+
+        return frozen
+
+
+def cell_kind(model) -> str:
+    """``rnn``, ``gru`` or ``lstm`` (built-in Keras cells map to the same names)."""
+    return model.cell.replace("keras-", "")
+
+
+class LMGraphs:
+    """Explicit-state step and sequence functions of a trained ``RecurrentLM``.
+
+    Args:
+        model: a built ``RecurrentLM``. Its layers are used directly (no copy), so the
+            functions read its current weights; dropout is off (``training=False``).
+    """
+
+    def __init__(self, model):
+        if not getattr(model, "built", False):
+            raise KerasSeqError("the model is not built yet; call it once on token ids "
+                                "(or load it from a run directory) before exporting")
+        self.model = model
+        self.kind = cell_kind(model)
+        self.units = int(model.units)
+        self.num_layers = len(model.rnns)
+        self.vocab_size = int(model.vocab_size)
+        per_layer = ("h", "c") if self.kind == "lstm" else ("h",)
+        self.state_names = [f"{s}{i}" for i in range(self.num_layers) for s in per_layer]
+
+    # -- description ------------------------------------------------------------------
+    def state_shapes(self, batch: int = 1) -> dict[str, list[int]]:
+        return {name: [batch, self.units] for name in self.state_names}
+
+    def zero_states(self, batch: int = 1) -> dict[str, np.ndarray]:
+        return {name: np.zeros((batch, self.units), np.float32) for name in self.state_names}
+
+    def describe(self) -> dict:
+        return {"cell": self.kind, "keras_cell": self.model.cell, "units": self.units,
+                "num_layers": self.num_layers, "vocab_size": self.vocab_size,
+                "embed_dim": int(self.model.embed_dim), "state_names": self.state_names}
+
+    def fusable(self) -> bool:
+        """Whether every layer can go through the fused-LSTM composite function."""
+        if self.kind != "lstm":
+            return False
+        for rnn in self.model.rnns:
+            cell = rnn.cell
+            names = (getattr(cell.activation, "__name__", ""),
+                     getattr(cell.recurrent_activation, "__name__", ""))
+            if names != ("tanh", "sigmoid") or getattr(cell, "coupled_input_forget", False):
+                return False
+        return True
+
+    def _embed(self, ids):
+        # A plain gather: Keras's Embedding adds negative-index handling (LESS/SELECT on the
+        # int ids) that the int16x8 quantizer cannot calibrate.
+        table = tf.convert_to_tensor(self.model.embedding.embeddings)  # (V, E)
+        return tf.gather(table, tf.cast(ids, tf.int32))
+
+    def _split_states(self, states: dict) -> list[list]:
+        per = 2 if self.kind == "lstm" else 1
+        flat = [states[name] for name in self.state_names]
+        return [flat[i * per:(i + 1) * per] for i in range(self.num_layers)]
+
+    def _join_states(self, layers: list[list]) -> dict:
+        flat = [s for layer in layers for s in layer]
+        return dict(zip(self.state_names, flat))
+
+    # -- explicit-state graphs ----------------------------------------------------------
+    def step(self, token, **states):
+        """``token (B,)`` int32 + states ``(B, U)`` → ``{"logits": (B, V), **states}``."""
+        m = self.model
+        x = self._embed(token)  # (B, E)
+        new = []
+        for rnn, layer_states in zip(m.rnns, self._split_states(states)):
+            x, next_states = rnn.cell.call(x, list(layer_states), training=False)  # (B, U)
+            next_states = next_states if isinstance(next_states, (list, tuple)) \
+                else [next_states]
+            new.append(list(next_states))
+        logits = m.head(x[:, None, :])[:, 0, :]  # (B, V)
+        return {"logits": logits, **self._join_states(new)}
+
+    def sequence(self, tokens, **states):
+        """``tokens (B, T)`` + states → ``{"logits": (B, T, V), **final states}``.
+
+        The static length is unrolled step by step through the cells (no ``WHILE``): the
+        layers' own ``tf.while_loop`` converts to a TFLite ``WHILE`` whose body XNNPACK
+        cannot reshape and whose TensorArray concatenation fails to prepare in TFLite.
+        """
+        m = self.model
+        x = self._embed(tokens)  # (B, T, E)
+        steps = x.shape[1]
+        new = []
+        for rnn, layer_states in zip(m.rnns, self._split_states(states)):
+            layer_states, outs = list(layer_states), []
+            for t in range(steps):
+                h, layer_states = rnn.cell.call(x[:, t], layer_states, training=False)
+                layer_states = list(layer_states) if isinstance(layer_states, (list, tuple)) \
+                    else [layer_states]
+                outs.append(h)
+            x = tf.stack(outs, axis=1)  # (B, T, U)
+            new.append(layer_states)
+        return {"logits": m.head(x), **self._join_states(new)}
+
+    # -- fused (internal state) graphs ---------------------------------------------------
+    def _fused_weights(self, rnn):
+        cell = rnn.cell
+        kernel = tf.convert_to_tensor(cell.kernel)
+        rk = tf.convert_to_tensor(cell.recurrent_kernel)
+        bias = (tf.convert_to_tensor(cell.bias) if cell.bias is not None
+                else tf.zeros((4 * self.units,), tf.float32))
+        return kernel, rk, bias
+
+    def fused_sequence(self, tokens):
+        """``tokens (B, T)`` → ``{"logits": (B, T, V)}`` through fused-LSTM composites.
+
+        In TensorFlow each call starts from a zero state; after TFLite conversion the state
+        carries over between ``invoke()`` calls (reset with ``reset_all_variables()``).
+        """
+        if not self.fusable():
+            raise KerasSeqError(
+                f"the fused TFLite LSTM needs plain LSTM layers (tanh/sigmoid, no CIFG); this "
+                f"model has cell {self.model.cell!r}; export the explicit-state step model")
+        m = self.model
+        x = self._embed(tokens)  # (B, T, E)
+        batch = x.shape[0]
+        for rnn in m.rnns:
+            zeros = tf.zeros((batch, self.units), tf.float32)
+            _, x, _, _, _ = fused_lstm(x, zeros, zeros, *self._fused_weights(rnn))  # (B,T,U)
+        return {"logits": m.head(x)}
+
+    def fused_step(self, token):
+        """``token (B,)`` → ``{"logits": (B, V)}``: a length-1 fused sequence."""
+        return {"logits": self.fused_sequence(tf.reshape(token, (-1, 1)))["logits"][:, 0]}
+
+    # -- concrete functions with static signatures ------------------------------------------
+    def _state_specs(self, batch):
+        return {n: tf.TensorSpec((batch, self.units), tf.float32, name=n)
+                for n in self.state_names}
+
+    def concrete(self, graph: str, batch: int = 1, length: int = 1,
+                 frozen: FrozenWeights | None = None):
+        """A concrete function of ``graph`` (``step``, ``sequence``, ``step_fused``,
+        ``sequence_fused``) with static ``batch`` (and ``length`` for sequences)."""
+        wrap = frozen.wrap if frozen is not None else (lambda f: f)
+        if graph == "step":
+            specs = {"token": tf.TensorSpec((batch,), tf.int32, name="token"),
+                     **self._state_specs(batch)}
+            fn = wrap(lambda **kw: self.step(**kw))
+        elif graph == "sequence":
+            specs = {"tokens": tf.TensorSpec((batch, length), tf.int32, name="tokens"),
+                     **self._state_specs(batch)}
+            fn = wrap(lambda **kw: self.sequence(**kw))
+        elif graph == "step_fused":
+            specs = {"token": tf.TensorSpec((batch,), tf.int32, name="token")}
+            fn = wrap(lambda token: self.fused_step(token))
+        elif graph == "sequence_fused":
+            specs = {"tokens": tf.TensorSpec((batch, length), tf.int32, name="tokens")}
+            fn = wrap(lambda tokens: self.fused_sequence(tokens))
+        else:
+            raise KerasSeqError(f"unknown graph {graph!r}; expected step, sequence, "
+                                "step_fused or sequence_fused")
+        return tf.function(fn).get_concrete_function(**specs)

@@ -1,0 +1,384 @@
+"""Export a trained language model to TFLite: streaming step models and scoring models.
+
+Graphs (see :class:`~keras_seq.export.graphs.LMGraphs`):
+
+* ``step``: token + every layer's state in → logits + states out, static batch 1; every
+  cell (SimpleRNN, GRU, LSTM, stacked); a handful of ``FULLY_CONNECTED`` ops.
+* ``step_fused`` (plain LSTMs only): the LSTM layers become TFLite's fused
+  ``UNIDIRECTIONAL_SEQUENCE_LSTM`` with the state kept inside the interpreter.
+* ``sequence`` / ``sequence_fused``: a static ``(batch, length)`` window, for scoring a
+  stream (perplexity) window by window; ``sequence`` passes the state in and out (the
+  window is unrolled: the layers' ``tf.while_loop`` becomes a TFLite ``WHILE`` that fails
+  to prepare under XNNPACK).
+
+Variants: ``float32``; ``float16`` (fp16 weights); ``dynamic`` (dynamic-range int8
+weights); ``int8`` (full integer, calibrated on the training corpus, fed to the converter
+as dicts keyed by the signature's input names; float input/output); ``int16x8`` (int16
+activations, int8 weights).
+
+Each model is written as ``<graph>_<variant>.tflite`` with its metadata ``.json`` (see
+:mod:`keras_seq.runtime.metadata`) and the run's ``tokenizer.json``; ``manifest.json``
+lists every model with its size, op list and parity against Keras: max |Δlogits| on real
+validation text and the validation perplexity through the TFLite model.
+
+Example::
+
+    manifest = export_tflite("runs/lstm", "exports/lstm", variants=["float32", "dynamic"])
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from keras_seq.errors import KerasSeqError
+from keras_seq.export.graphs import FrozenWeights, LMGraphs
+from keras_seq.runtime.metadata import write_metadata
+
+VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
+DEFAULT_GRAPHS = ("step", "step_fused", "sequence", "sequence_fused")
+
+
+# ----------------------------------------------------------------------------------------
+# Conversion
+
+
+def build_saved_model(graphs: LMGraphs, directory: str | Path, graph_names,
+                      seq_length: int = 32, seq_batch: int = 1) -> dict:
+    """Save one SavedModel with a signature per graph (frozen plain-variable weights).
+
+    Returns ``{graph: signature info}``.
+    """
+    frozen = FrozenWeights(graphs.model)
+    signatures, info = {}, {}
+    for name in graph_names:
+        fused = name.endswith("_fused")
+        if fused and not graphs.fusable():
+            continue
+        is_seq = name.startswith("sequence")
+        batch, length = (seq_batch, seq_length) if is_seq else (1, 1)
+        fn = graphs.concrete(name, batch=batch, length=length, frozen=frozen)
+        signatures[name] = fn
+        states = [] if fused else list(graphs.state_names)
+        info[name] = {"batch": batch, "length": length, "state_names": states,
+                      "inputs": (["tokens"] if is_seq else ["token"]) + states,
+                      "outputs": ["logits"] + states}
+    tf.saved_model.save(frozen, str(directory), signatures=signatures)
+    return info
+
+
+def _converter(saved_dir, signature: str, variant: str, representative=None,
+               fallback: bool = False):
+    conv = tf.lite.TFLiteConverter.from_saved_model(str(saved_dir), signature_keys=[signature])
+    if variant == "float32":
+        return conv
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    if variant == "float16":
+        conv.target_spec.supported_types = [tf.float16]
+    elif variant == "dynamic":
+        pass
+    elif variant in ("int8", "int16x8"):
+        if representative is None:
+            raise KerasSeqError(f"the {variant} variant needs calibration data")
+        conv.representative_dataset = representative
+        ops = ([tf.lite.OpsSet.TFLITE_BUILTINS_INT8] if variant == "int8" else
+               [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8])
+        if fallback:  # float kernels where an op has no integer kernel
+            ops.append(tf.lite.OpsSet.TFLITE_BUILTINS)
+        conv.target_spec.supported_ops = ops
+    else:
+        raise KerasSeqError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+    return conv
+
+
+def convert(saved_dir, signature: str, variant: str, representative=None) -> tuple[bytes, str]:
+    """Convert one signature; returns ``(flatbuffer, note)``.
+
+    Integer variants first try integer kernels only; if the converter refuses, they retry
+    with float fallback for the ops that have none, and the note says so.
+    """
+    try:
+        return _converter(saved_dir, signature, variant, representative).convert(), ""
+    except Exception as err:  # noqa: BLE001 - the converter raises many kinds
+        if variant not in ("int8", "int16x8"):
+            raise
+        first = str(err).strip().splitlines()[-1][:200] if str(err).strip() else repr(err)
+    conv = _converter(saved_dir, signature, variant, representative, fallback=True)
+    return conv.convert(), f"integer-only conversion failed ({first}); float fallback allowed"
+
+
+def op_list(model: bytes | str | Path) -> list[str]:
+    """Sorted distinct builtin op names of a TFLite model."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    kwargs = {"model_content": model} if isinstance(model, bytes) else {"model_path": str(model)}
+    interp = Interpreter(**kwargs)
+    return sorted({d["op_name"] for d in interp._get_ops_details()})
+
+
+# ----------------------------------------------------------------------------------------
+# Calibration data
+
+
+def _stream_states(graphs: LMGraphs, ids: np.ndarray):
+    """Run the float step graph over ``ids``: the (token, state-before) pairs."""
+    step = tf.function(lambda **kw: graphs.step(**kw))
+    states = graphs.zero_states(1)
+    out = []
+    for token in ids:
+        out.append((int(token), {k: v.copy() for k, v in states.items()}))
+        res = step(token=np.array([token], np.int32), **states)
+        states = {k: np.asarray(res[k]) for k in graphs.state_names}
+    return out
+
+
+def representative_data(graphs: LMGraphs, ids, graph: str, info: dict, max_samples: int = 200):
+    """A ``representative_dataset`` callable for ``graph``: dicts keyed by input name,
+    states taken from a float run over real text (so calibration sees real ranges)."""
+    ids = np.asarray(ids, np.int32)
+    fused = graph.endswith("_fused")
+    if graph.startswith("step"):
+        pairs = _stream_states(graphs, ids[:max_samples])
+
+        def gen():
+            for token, states in pairs:
+                sample = {"token": np.array([token], np.int32)}
+                if not fused:
+                    sample.update(states)
+                yield sample
+
+        return gen
+    batch, length = info["batch"], info["length"]
+    windows = []
+    seq = tf.function(lambda **kw: graphs.sequence(**kw))
+    states = graphs.zero_states(batch)
+    n_windows = max(1, min(max_samples // max(length, 1) + 1, len(ids) // (batch * length)))
+    for w in range(n_windows):
+        chunk = ids[w * batch * length:(w + 1) * batch * length]
+        if len(chunk) < batch * length:
+            break
+        tokens = chunk.reshape(batch, length)
+        windows.append((tokens, {k: v.copy() for k, v in states.items()}))
+        res = seq(tokens=tokens, **states)
+        states = {k: np.asarray(res[k]) for k in graphs.state_names}
+
+    def gen():
+        for tokens, st in windows:
+            sample = {"tokens": tokens}
+            if not fused:
+                sample.update(st)
+            yield sample
+
+    return gen
+
+
+# ----------------------------------------------------------------------------------------
+# Parity
+
+
+def keras_log_probs(model, ids: np.ndarray) -> np.ndarray:
+    """Keras reference: log-probs of every next token of ``ids`` from a zero state."""
+    from keras_seq.training.lm import evaluate_stream
+
+    return evaluate_stream(model, ids, bptt=64)[0]
+
+
+def keras_logits(model, ids: np.ndarray) -> np.ndarray:
+    """Keras logits ``(T, V)`` of a stateless pass over ``ids`` (zero initial state)."""
+    runner = model.clone_for_batch(1, stateful=False)
+    return np.asarray(runner(np.asarray(ids, np.int32)[None], training=False))[0]
+
+
+def tflite_logits(path, ids: np.ndarray, tokenizer) -> np.ndarray:
+    """Logits of a step or sequence TFLite model over ``ids`` from a zero state."""
+    from keras_seq.runtime.litert import LiteRTLM
+
+    lm = LiteRTLM(path, tokenizer=tokenizer)
+    if lm.graph.startswith("step"):
+        return np.stack([lm.step(int(t)).copy() for t in ids])
+    batch, length = lm._in_shape["tokens"]
+    interp, out = lm.interpreter, []
+    for start in range(0, len(ids), length):
+        window = np.zeros((1, length), np.int32)
+        chunk = ids[start:start + length]
+        window[0, :len(chunk)] = chunk
+        interp.set_tensor(lm._in["tokens"], window)
+        for name in lm.state_names:
+            interp.set_tensor(lm._in[name], lm.states[name])
+        interp.invoke()
+        for name in lm.state_names:
+            lm.states[name] = interp.get_tensor(lm._out[name])
+        out.append(interp.get_tensor(lm._out["logits"])[0, :len(chunk)])
+    return np.concatenate(out)
+
+
+def parity(model_path, tokenizer, ref_logits: np.ndarray, logit_ids: np.ndarray,
+           val_ids: np.ndarray, ref_ppl: float) -> dict:
+    """Max |Δlogits| vs Keras on ``logit_ids`` and PPL on ``val_ids`` through the model."""
+    from keras_seq.runtime.litert import LiteRTLM
+
+    got = tflite_logits(model_path, logit_ids, tokenizer)
+    lm = LiteRTLM(model_path, tokenizer=tokenizer)
+    t0 = time.perf_counter()
+    logp = lm.score_ids(val_ids)
+    seconds = time.perf_counter() - t0
+    ppl = float(np.exp(-logp.mean()))
+    return {"max_abs_logit_diff": float(np.abs(got - ref_logits).max()),
+            "logit_tokens": int(len(logit_ids)), "val_tokens": int(len(logp)),
+            "val_ppl": ppl, "keras_val_ppl": ref_ppl,
+            "ppl_delta_pct": 100.0 * (ppl / ref_ppl - 1.0), "score_seconds": seconds}
+
+
+# ----------------------------------------------------------------------------------------
+# The export
+
+
+def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
+                  seq_length: int = 32, calib_tokens: int = 200, parity_tokens: int = 200,
+                  val_tokens: int | None = None, check_parity: bool = True,
+                  printer=print, model=None, tokenizer=None, config=None) -> dict:
+    """Export ``graphs`` × ``variants`` of the run in ``run_dir`` to ``out_dir``.
+
+    Args:
+        run_dir: a ``keras-seq train lm`` run directory (or pass ``model``, ``tokenizer``
+            and ``config`` directly, e.g. in tests).
+        variants: a subset of :data:`VARIANTS`. Sequence graphs get float32 and dynamic
+            only when more are asked (scoring models; the step models are the deployed ones).
+        graphs: a subset of ``step``, ``step_fused``, ``sequence``, ``sequence_fused``
+            (fused graphs are skipped for non-LSTM cells).
+        seq_length: static window length of the sequence graphs.
+        calib_tokens: training-corpus tokens used to calibrate the integer variants.
+        parity_tokens: validation tokens on which logits are compared with Keras.
+        val_tokens: cap on the validation tokens scored for PPL (default: all).
+
+    Returns the manifest (also written to ``out_dir/manifest.json``).
+    """
+    from keras_seq.training.lm import corpus_for, load_run
+
+    started = time.perf_counter()
+    if model is None:
+        config, tokenizer, model = load_run(run_dir)
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        raise KerasSeqError(f"unknown variant(s) {', '.join(sorted(unknown))}; expected some "
+                            f"of {', '.join(VARIANTS)}")
+    bad = set(graphs) - set(DEFAULT_GRAPHS)
+    if bad:
+        raise KerasSeqError(f"unknown graph(s) {', '.join(sorted(bad))}; expected some of "
+                            f"{', '.join(DEFAULT_GRAPHS)}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(out_dir)
+    lm_graphs = LMGraphs(model)
+
+    corpus = corpus_for(config)
+    train_ids = tokenizer.encode(corpus.text("train")[:200_000])
+    val_text = corpus.text("val")
+    val_ids = tokenizer.encode(val_text) if val_text.strip() else train_ids[-2000:]
+    start = np.array([tokenizer.eos_id if tokenizer.eos_id is not None
+                      else tokenizer.encode("\n")[0]], np.int32)
+    val_ids = np.concatenate([start, val_ids]).astype(np.int32)
+    if val_tokens:
+        val_ids = val_ids[:val_tokens + 1]
+    calib_ids = np.concatenate([start, train_ids[:calib_tokens]]).astype(np.int32)
+    logit_ids = val_ids[:parity_tokens]
+
+    ref_logits = ref_ppl = None
+    if check_parity:
+        ref_logits = keras_logits(model, logit_ids)
+        ref_ppl = float(np.exp(-keras_log_probs(model, val_ids).mean()))
+        printer(f"Keras float reference: val PPL {ref_ppl:.3f} over {len(val_ids) - 1:,} "
+                "tokens")
+
+    base_meta = {"tokenizer_fingerprint": tokenizer.fingerprint,
+                 "tokenizer_file": "tokenizer.json", "run_dir": str(run_dir),
+                 **lm_graphs.describe()}
+    manifest = {"run_dir": str(run_dir), "tokenizer_fingerprint": tokenizer.fingerprint,
+                "model": lm_graphs.describe(), "keras_val_ppl": ref_ppl, "models": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = Path(tmp) / "saved_model"
+        info = build_saved_model(lm_graphs, saved, graphs, seq_length=seq_length)
+        for graph, ginfo in info.items():
+            graph_variants = list(variants)
+            if graph.startswith("sequence"):
+                graph_variants = [v for v in variants if v in ("float32", "dynamic")] or \
+                    ["float32"]
+            if graph.endswith("_fused"):  # integer calibration of the fused op is fragile
+                graph_variants = [v for v in graph_variants if v in
+                                  ("float32", "float16", "dynamic")] or ["float32"]
+            for variant in graph_variants:
+                t0 = time.perf_counter()
+                rep = None
+                if variant in ("int8", "int16x8"):
+                    rep = representative_data(lm_graphs, calib_ids, graph, ginfo, calib_tokens)
+                name = f"{graph}_{variant}"
+                path = out_dir / f"{name}.tflite"
+                try:
+                    flat, note = convert(saved, graph, variant, rep)
+                except Exception as err:  # noqa: BLE001 - report and go on
+                    msg = str(err).strip().splitlines()[-1][:300] if str(err).strip() else \
+                        repr(err)
+                    printer(f"  {name:<24} FAILED: {msg}")
+                    manifest["models"].append({"name": name, "graph": graph,
+                                               "variant": variant, "error": msg})
+                    continue
+                path.write_bytes(flat)
+                ops = op_list(flat)
+                meta = {**base_meta, "graph": graph, "variant": variant,
+                        "signature": graph, "batch": ginfo["batch"],
+                        "length": ginfo["length"], "state_names": ginfo["state_names"],
+                        "state_shapes": {n: [ginfo["batch"], lm_graphs.units]
+                                         for n in ginfo["state_names"]},
+                        "inputs": ginfo["inputs"], "outputs": ginfo["outputs"],
+                        "ops": ops, "note": note, "size_bytes": len(flat)}
+                write_metadata(path, meta)
+                entry = {"name": name, "graph": graph, "variant": variant,
+                         "file": path.name, "size_bytes": len(flat), "ops": ops,
+                         "note": note, "convert_seconds": time.perf_counter() - t0}
+                if check_parity:
+                    entry["parity"] = parity(path, tokenizer, ref_logits, logit_ids, val_ids,
+                                             ref_ppl)
+                    meta["parity"] = entry["parity"]
+                    write_metadata(path, meta)
+                manifest["models"].append(entry)
+                p = entry.get("parity")
+                extra = (f"  max|Δlogits| {p['max_abs_logit_diff']:.2e}  PPL {p['val_ppl']:.3f} "
+                         f"({p['ppl_delta_pct']:+.2f}%)") if p else ""
+                printer(f"  {name:<24} {len(flat) / 1024:8.1f} KiB{extra}"
+                        + (f"  [{note}]" if note else ""))
+    manifest["export_seconds"] = time.perf_counter() - started
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
+    return manifest
+
+
+def best_demo_model(manifest: dict, tolerance_pct: float = 1.5, latencies: dict | None = None):
+    """The step model for the demo: the fastest (by ``latencies[name]`` µs, else smallest)
+    step variant whose val PPL is within ``tolerance_pct`` of float Keras."""
+    candidates = []
+    for m in manifest["models"]:
+        if "error" in m or not m["graph"].startswith("step"):
+            continue
+        p = m.get("parity")
+        if p and p["ppl_delta_pct"] > tolerance_pct:
+            continue
+        key = latencies.get(m["name"]) if latencies else None
+        candidates.append((key if key is not None else float("inf"), m["size_bytes"], m))
+    if not candidates:
+        return None
+    return min(candidates, key=lambda c: (c[0], c[1]))[2]
+
+
+def copy_model(out_dir, name: str, target_dir) -> Path:
+    """Copy ``name``.tflite with its metadata and tokenizer into ``target_dir``."""
+    out_dir, target_dir = Path(out_dir), Path(target_dir)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    for suffix in (".tflite", ".json"):
+        shutil.copy2(out_dir / f"{name}{suffix}", target_dir / f"{name}{suffix}")
+    shutil.copy2(out_dir / "tokenizer.json", target_dir / "tokenizer.json")
+    return target_dir / f"{name}.tflite"

@@ -1,0 +1,274 @@
+"""Stream tokens through an exported ``.tflite`` language model with LiteRT — no TensorFlow.
+
+This is the on-device path: ``ai_edge_litert``, numpy, the tokenizer JSON and the numpy
+samplers of :mod:`keras_seq.sampling`. Nothing here (or in what it imports) imports
+``tensorflow``; a test runs it in a subprocess and checks ``sys.modules``.
+
+Example::
+
+    lm = LiteRTLM("demo/step_dynamic.tflite")        # tokenizer.json + metadata next to it
+    lm.feed_text("the module")                       # advance the state over the prompt
+    lm.suggest(3)                                    # [("is", 0.12), ...]
+    ids, micros = lm.generate("import the", 20, TopKSampler(10), seed=0)
+
+The metadata written by :mod:`keras_seq.export.tflite` (``model.json`` next to
+``model.tflite``) is checked on load: its hash must match the ``.tflite`` (so another
+model's file is refused), the tokenizer's fingerprint must match the model's, and the
+interpreter's signature must have the inputs and outputs the metadata lists.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from keras_seq.data.tokenizers import EOS, load_tokenizer
+from keras_seq.errors import KerasSeqError
+from keras_seq.runtime.metadata import read_metadata
+from keras_seq.sampling import Sampler, TopKSampler
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits.astype(np.float64) - logits.max()
+    e = np.exp(z)
+    return e / e.sum()
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits.astype(np.float64) - logits.max()
+    return z - np.log(np.exp(z).sum())
+
+
+class LiteRTLM:
+    """A streaming next-token model on the LiteRT interpreter.
+
+    Args:
+        model_path: an exported ``step`` or ``step_fused`` ``.tflite`` (``sequence`` models
+            load too, for :meth:`score_ids`).
+        tokenizer: a tokenizer object or path; default: the ``tokenizer.json`` named by the
+            metadata, next to the model.
+        num_threads: interpreter threads (LiteRT's default is 1).
+    """
+
+    def __init__(self, model_path: str | Path, tokenizer=None, num_threads: int = 1):
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        self.path = Path(model_path)
+        self.meta = read_metadata(self.path)
+        self.tokenizer = self._load_tokenizer(tokenizer)
+        self.graph = self.meta["graph"]
+        self.state_names = list(self.meta.get("state_names", []))
+        self.vocab_size = int(self.meta["vocab_size"])
+        kwargs = {}
+        if "WHILE" in self.meta.get("ops", []):
+            # XNNPACK cannot reshape the tensors inside a WHILE body ("failed to reshape
+            # runtime"): run such models on the builtin kernels.
+            kwargs["experimental_op_resolver_type"] = \
+                OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+        self.interpreter = Interpreter(model_path=str(self.path), num_threads=num_threads,
+                                       **kwargs)
+        signature = self.meta["signature"]
+        signatures = self.interpreter.get_signature_list()
+        if signature not in signatures:
+            raise KerasSeqError(
+                f"{self.path.name} has signatures {sorted(signatures)}, its metadata expects "
+                f"{signature!r}; the .tflite and .json come from different exports")
+        listed = signatures[signature]
+        if sorted(listed["inputs"]) != sorted(self.meta["inputs"]) or \
+                sorted(listed["outputs"]) != sorted(self.meta["outputs"]):
+            raise KerasSeqError(
+                f"{self.path.name}: signature inputs {listed['inputs']} / outputs "
+                f"{listed['outputs']} differ from the metadata's {self.meta['inputs']} / "
+                f"{self.meta['outputs']}; re-export the model")
+        self.interpreter.allocate_tensors()
+        runner = self.interpreter.get_signature_runner(signature)
+        inputs, outputs = runner.get_input_details(), runner.get_output_details()
+        del runner
+        self._in = {k: int(d["index"]) for k, d in inputs.items()}
+        self._out = {k: int(d["index"]) for k, d in outputs.items()}
+        self._in_shape = {k: tuple(int(x) for x in d["shape"]) for k, d in inputs.items()}
+        self.reset()
+
+    # -- loading ----------------------------------------------------------------------
+    def _load_tokenizer(self, tokenizer):
+        if tokenizer is None or isinstance(tokenizer, (str, Path)):
+            path = Path(tokenizer) if tokenizer is not None else \
+                self.path.parent / self.meta.get("tokenizer_file", "tokenizer.json")
+            tokenizer = load_tokenizer(path)
+        if tokenizer.kind == "subword":
+            raise KerasSeqError(
+                "the LiteRT runtime reads word and char tokenizers without TensorFlow; a "
+                "subword (WordPiece) tokenizer needs tensorflow-text. Export a word or char "
+                "model for on-device use")
+        expected = self.meta.get("tokenizer_fingerprint")
+        if tokenizer.fingerprint != expected:
+            raise KerasSeqError(
+                f"tokenizer fingerprint {tokenizer.fingerprint} does not match the model's "
+                f"{expected}: the ids would mean different tokens. Use the tokenizer.json "
+                "exported with this model")
+        return tokenizer
+
+    # -- streaming ------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Start a new stream: zero state (explicit) or ``reset_all_variables`` (fused)."""
+        self.states = {n: np.zeros(self._in_shape[n], np.float32) for n in self.state_names}
+        self.interpreter.reset_all_variables()
+        self.logits: np.ndarray | None = None
+        self.history: list[int] = []
+
+    def step(self, token_id: int) -> np.ndarray:
+        """Feed one token id; returns the next-token logits ``(V,)`` (float32)."""
+        if self.graph not in ("step", "step_fused"):
+            raise KerasSeqError(f"{self.path.name} is a {self.graph} model; streaming needs a "
+                                "step model (step_*.tflite)")
+        if not 0 <= token_id < self.vocab_size:
+            raise KerasSeqError(f"token id {token_id} is outside the vocabulary "
+                                f"(size {self.vocab_size})")
+        interp = self.interpreter
+        interp.set_tensor(self._in["token"], np.array([token_id], np.int32))
+        for name in self.state_names:
+            interp.set_tensor(self._in[name], self.states[name])
+        interp.invoke()
+        for name in self.state_names:
+            self.states[name] = interp.get_tensor(self._out[name])
+        self.logits = interp.get_tensor(self._out["logits"])[0]
+        self.history.append(int(token_id))
+        return self.logits
+
+    def start_id(self) -> int:
+        """The id a stream starts from: ``<eos>`` (a line boundary) or ``"\\n"`` for char."""
+        tok = self.tokenizer
+        if tok.eos_id is not None:
+            return tok.eos_id
+        ids = tok.encode("\n")
+        return int(ids[0]) if len(ids) else tok.unk_id
+
+    def encode_prompt(self, text: str) -> np.ndarray:
+        """Ids of a prompt; an empty or all-unknown prompt is an error."""
+        if text is None or not str(text).strip():
+            raise KerasSeqError("the prompt is empty; type at least one word (or character) "
+                                "for the model to continue")
+        ids = self.tokenizer.encode(text)
+        if self.tokenizer.kind == "word" and len(ids) and ids[-1] == self.tokenizer.eos_id \
+                and not text.endswith("\n"):
+            ids = ids[:-1]
+        if len(ids) == 0 or (ids == self.tokenizer.unk_id).all():
+            raise KerasSeqError(
+                f"the prompt {text!r} has only unknown tokens for this {self.tokenizer.kind} "
+                "vocabulary; use words the model was trained on")
+        return ids
+
+    def feed_ids(self, ids) -> list[float]:
+        """Feed ids one by one (starting a stream first if none is running).
+
+        Returns the latency of each step in microseconds.
+        """
+        if not self.history:
+            self.step(self.start_id())
+        micros = []
+        for token in ids:
+            t0 = time.perf_counter_ns()
+            self.step(int(token))
+            micros.append((time.perf_counter_ns() - t0) / 1e3)
+        return micros
+
+    def feed_text(self, text: str) -> list[float]:
+        return self.feed_ids(self.encode_prompt(text))
+
+    def suggest(self, k: int = 3, prefix: str = "") -> list[tuple[str, float]]:
+        """The ``k`` most likely next tokens (optionally starting with ``prefix``)."""
+        if self.logits is None:
+            self.step(self.start_id())
+        probs = _softmax(self.logits)
+        order = np.argsort(-probs, kind="stable")
+        vocab, out = self.tokenizer.vocab, []
+        skip = {self.tokenizer.pad_id, self.tokenizer.unk_id}
+        for i in order:
+            if int(i) in skip or not vocab[i].startswith(prefix):
+                continue
+            out.append((vocab[i], float(probs[i])))
+            if len(out) == k:
+                break
+        return out
+
+    def generate(self, prompt: str, max_tokens: int, sampler: Sampler | None = None,
+                 seed: int | None = None, on_token=None) -> tuple[list[int], list[float]]:
+        """Sample ``max_tokens`` ids after ``prompt`` (a new stream).
+
+        ``on_token(id, micros)`` is called as each token arrives. Returns
+        ``(ids, per-token latency in µs)`` (the latency of the step that consumed the token).
+        """
+        if max_tokens < 1:
+            raise KerasSeqError(f"max_tokens must be ≥ 1, got {max_tokens}")
+        ids = self.encode_prompt(prompt)
+        self.reset()
+        self.feed_ids(ids)
+        return self.continue_(max_tokens, sampler, seed, on_token)
+
+    def continue_(self, max_tokens: int, sampler: Sampler | None = None,
+                  seed: int | None = None, on_token=None) -> tuple[list[int], list[float]]:
+        """Sample ``max_tokens`` more ids from the current state."""
+        sampler = sampler or TopKSampler(10)
+        rng = np.random.default_rng(seed)
+        if self.logits is None:
+            self.step(self.start_id())
+        out, micros = [], []
+        for _ in range(max_tokens):
+            token = sampler(self.logits, rng)
+            t0 = time.perf_counter_ns()
+            self.step(token)
+            micros.append((time.perf_counter_ns() - t0) / 1e3)
+            out.append(token)
+            if on_token is not None:
+                on_token(token, micros[-1])
+        return out, micros
+
+    def score_ids(self, ids) -> np.ndarray:
+        """Natural-log probability of every next token of ``ids`` (a new stream, from zero
+        state): ``(len(ids) − 1,)``."""
+        ids = np.asarray(ids, np.int32)
+        if len(ids) < 2:
+            raise KerasSeqError(f"need at least 2 tokens to score, got {len(ids)}")
+        self.reset()
+        if self.graph in ("step", "step_fused"):
+            out = np.empty(len(ids) - 1)
+            for t in range(len(ids) - 1):
+                out[t] = _log_softmax(self.step(int(ids[t])))[ids[t + 1]]
+            return out
+        return self._score_windows(ids)
+
+    def _score_windows(self, ids: np.ndarray) -> np.ndarray:
+        batch, length = self._in_shape["tokens"]
+        if batch != 1:
+            raise KerasSeqError(f"window scoring streams one sequence; this model has batch "
+                                f"{batch}")
+        interp, x, y = self.interpreter, ids[:-1], ids[1:]
+        out = []
+        for start in range(0, len(x), length):
+            window = np.zeros((1, length), np.int32)
+            chunk = x[start:start + length]
+            window[0, :len(chunk)] = chunk
+            interp.set_tensor(self._in["tokens"], window)
+            for name in self.state_names:
+                interp.set_tensor(self._in[name], self.states[name])
+            interp.invoke()
+            for name in self.state_names:
+                self.states[name] = interp.get_tensor(self._out[name])
+            logits = interp.get_tensor(self._out["logits"])[0, :len(chunk)]
+            z = logits.astype(np.float64)
+            z = z - z.max(-1, keepdims=True)
+            logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+            out.append(logp[np.arange(len(chunk)), y[start:start + len(chunk)]])
+        return np.concatenate(out)
+
+    # -- text ---------------------------------------------------------------------------
+    def token_text(self, token_id: int) -> str:
+        """How a generated token is printed after the previous one."""
+        tok = self.tokenizer.vocab[token_id]
+        if self.tokenizer.kind == "char":
+            return tok
+        if tok == EOS:
+            return "\n"
+        return " " + tok

