@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from test_export_common import exported
 
 SCRIPT = "the cat\n?d\n/gen 5\n/reset\n\n/nope\nsat on\n/gen x\n/quit\n"
