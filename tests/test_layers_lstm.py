@@ -141,6 +141,7 @@ def test_config_and_save_round_trip(tmp_path):
     ref_config = keras.layers.LSTM(3).get_config()
     assert set(ref_config) - {"use_cudnn", "name"} <= set(config)
     assert LSTM.from_config(config).get_config() == config
+    assert LSTM.from_config(ref_config).units == 3  # a Keras LSTM config loads too
     cell = LSTMCell(4, unit_forget_bias=False)
     assert LSTMCell.from_config(cell.get_config()).get_config() == cell.get_config()
 

@@ -99,4 +99,3 @@ def test_config_and_save_round_trip(tmp_path):
     model.save(path)
     loaded = keras.saving.load_model(path)
     np.testing.assert_allclose(np.asarray(loaded(X)), np.asarray(model(X)), atol=1e-6)
-

@@ -6,8 +6,11 @@ Workload (a word-level language model, the shape of a PTB-style run)::
                   -> Dense(vocab) -> sparse softmax cross-entropy
 
 Both implementations get the same model, optimizer, data and compiled train
-step (``model.train_on_batch``); runs alternate ours / built-in (the order
-flips every repeat) in one process, warm-up excluded. ``head="none"`` drops the
+step (``model.train_on_batch``) in one process, warm-up excluded; within each
+run they take turns of ``chunk`` steps (who goes first alternates), so that
+load from other processes on a shared machine hits both alike. Tokens/s come from
+each implementation's fastest run; the speed-up is the median over runs of
+the per-run ratio (both halves of a run saw the same load). ``head="none"`` drops the
 vocabulary softmax (loss = mean of the RNN outputs) to time the recurrent layer
 alone, which the full softmax otherwise dominates.
 
@@ -26,8 +29,8 @@ DEFAULTS = {
     "units": 256,
     "seq_len": 35,  # the classic truncated-BPTT length
     "batch": 32,
-    "steps": 200,  # timed train steps per run
-    "repeats": 3,  # runs per (cell, impl); the median is reported
+    "steps": 100,  # timed train steps per run
+    "repeats": 5,  # runs per (cell, impl), alternating; the fastest run is reported
     "warmup": 3,  # untimed steps before the first timed run
 }
 
@@ -77,6 +80,7 @@ def run_benchmark(
     seq_len=DEFAULTS["seq_len"],
     batch=DEFAULTS["batch"],
     head="softmax",
+    chunk=10,
     progress=True,
 ):
     """Time training steps of each cell, keras-seq vs the Keras built-in.
@@ -84,15 +88,20 @@ def run_benchmark(
     Args:
         cells: cell types among ``"simple_rnn"``, ``"gru"``, ``"lstm"``.
         steps: timed train steps per run.
-        repeats: runs per (cell, implementation); the median run is reported.
+        repeats: runs per (cell, implementation); the fastest run gives
+            tokens/s, the median per-run ratio gives the speed-up.
         warmup: untimed steps per model after all models are built (at least 1).
         vocab, embed, units, seq_len, batch: workload sizes.
         head: ``"softmax"`` (full LM) or ``"none"`` (recurrent layer only).
+        chunk: steps per turn; within a run the two implementations take turns
+            of ``chunk`` steps.
         progress: show a Keras progress bar.
 
     Returns:
-        dict with ``config``, ``results`` (one row per cell: tokens/s for each
-        implementation, ``ratio`` = keras_seq / builtin), ``relative_speed``
+        dict with ``config``, ``results`` (one row per cell: best and median
+        tokens/s and run times for each implementation; ``ratio``: the median
+        over runs of keras_seq's speed / the built-in's in the same run;
+        ``best_ratio``: best run over best run), ``relative_speed``
         (each cell's keras-seq tokens/s over SimpleRNN's; built-in likewise)
         and ``params`` (from :func:`keras_seq.layers.param_table`).
     """
@@ -101,7 +110,12 @@ def run_benchmark(
 
     from keras_seq.layers import param_table
 
-    for name, value in (("steps", steps), ("repeats", repeats), ("warmup", warmup)):
+    for name, value in (
+        ("steps", steps),
+        ("repeats", repeats),
+        ("warmup", warmup),
+        ("chunk", chunk),
+    ):
         if not isinstance(value, int) or value < (0 if name == "warmup" else 1):
             raise ValueError(
                 f"bench cells: received {name}={value!r}; expected a positive integer "
@@ -131,18 +145,27 @@ def run_benchmark(
         for _ in range(max(warmup, 1)):
             model.train_on_batch(x, y)
 
+    def timed(model, n):
+        start = time.perf_counter()
+        for _ in range(n):
+            loss = model.train_on_batch(x, y)
+        float(np.asarray(loss))  # make sure the work is done
+        return time.perf_counter() - start
+
+    # A run of `steps` steps per implementation, interleaved in chunks of
+    # `chunk` steps (who goes first alternates), so that load from other
+    # processes hits both implementations alike.
     times = {key: [] for key in models}
     bar = keras.utils.Progbar(len(models) * repeats, unit_name="run") if progress else None
     for r in range(repeats):
         for cell in cells:
-            order = IMPLS if r % 2 == 0 else IMPLS[::-1]  # alternate who goes first
-            for impl in order:
-                model = models[cell, impl]
-                start = time.perf_counter()
-                for _ in range(steps):
-                    loss = model.train_on_batch(x, y)
-                float(np.asarray(loss))  # make sure the work is done
-                times[cell, impl].append(time.perf_counter() - start)
+            spent = dict.fromkeys(IMPLS, 0.0)
+            for c, start in enumerate(range(0, steps, chunk)):
+                n = min(chunk, steps - start)
+                for impl in IMPLS if (r + c) % 2 == 0 else IMPLS[::-1]:
+                    spent[impl] += timed(models[cell, impl], n)
+            for impl in IMPLS:
+                times[cell, impl].append(spent[impl])
                 if bar is not None:
                     bar.add(1)
 
@@ -151,9 +174,14 @@ def run_benchmark(
     for cell in cells:
         row = {"cell": cell}
         for impl in IMPLS:
-            row[f"{impl}_tokens_per_s"] = tokens / _median(times[cell, impl])
+            row[f"{impl}_tokens_per_s"] = tokens / min(times[cell, impl])
+            row[f"{impl}_median_tokens_per_s"] = tokens / _median(times[cell, impl])
             row[f"{impl}_seconds"] = [round(t, 4) for t in times[cell, impl]]
-        row["ratio"] = row["keras_seq_tokens_per_s"] / row["builtin_tokens_per_s"]
+        # Runs are interleaved, so each run's pair of times saw the same load.
+        paired = [b / k for k, b in zip(times[cell, "keras_seq"], times[cell, "builtin"])]
+        row["ratio"] = _median(paired)
+        row["paired_ratios"] = [round(v, 3) for v in paired]
+        row["best_ratio"] = row["keras_seq_tokens_per_s"] / row["builtin_tokens_per_s"]
         results.append(row)
     relative = {}
     if "simple_rnn" in cells:
@@ -172,6 +200,7 @@ def run_benchmark(
         "repeats": repeats,
         "warmup": warmup,
         "head": head,
+        "chunk": chunk,
         "backend": keras.backend.backend(),
     }
     return {
@@ -190,13 +219,16 @@ def format_report(report):
     lines = [
         f"bench cells: embed {cfg['embed']}, units {cfg['units']}, seq_len {cfg['seq_len']}, "
         f"batch {cfg['batch']}, vocab {cfg['vocab']}, head {cfg['head']}, "
-        f"{cfg['steps']} steps x {cfg['repeats']} repeats (median)",
-        f"{'cell':<11} {'keras-seq tok/s':>16} {'built-in tok/s':>15} {'ours/built-in':>14}",
+        f"{cfg['steps']} steps x {cfg['repeats']} runs (interleaved in turns of {cfg['chunk']} "
+        "steps); tok/s of the best run; ours/built-in = median of per-run ratios",
+        f"{'cell':<11} {'keras-seq tok/s':>16} {'built-in tok/s':>15} {'ours/built-in':>14}"
+        f"  per-run ratios",
     ]
     for row in report["results"]:
         lines.append(
             f"{row['cell']:<11} {row['keras_seq_tokens_per_s']:>16,.0f} "
             f"{row['builtin_tokens_per_s']:>15,.0f} {row['ratio']:>13.2f}x"
+            f"  {' '.join(f'{v:.2f}' for v in row['paired_ratios'])}"
         )
     rel = report["relative_speed"]
     if rel:

@@ -17,8 +17,7 @@ from keras_seq.metrics import check_comparable
 from keras_seq.training.config import LMConfig
 
 
-def model_params(cell: str, vocab: int, embed: int, units: int, layers: int,
-                 tie: bool) -> int:
+def model_params(cell: str, vocab: int, embed: int, units: int, layers: int, tie: bool) -> int:
     """Trainable parameters of a :class:`~keras_seq.models.RecurrentLM`."""
     cell_type = {"rnn": "simple_rnn", "gru": "gru", "lstm": "lstm"}[cell]
     total = vocab * embed
@@ -28,8 +27,7 @@ def model_params(cell: str, vocab: int, embed: int, units: int, layers: int,
     return total
 
 
-def units_for_budget(cell: str, vocab: int, embed: int, layers: int, budget: int,
-                     tie: bool) -> int:
+def units_for_budget(cell: str, vocab: int, embed: int, layers: int, budget: int, tie: bool) -> int:
     """The largest unit count whose model stays within ``budget`` parameters."""
     if tie:  # tying needs units == embed: the budget cannot be matched by units alone
         return embed
@@ -53,25 +51,46 @@ def kn_baseline(config: LMConfig, order: int, split: str = "val"):
     from keras_seq.ngram.kneser_ney import DiscountWarning, train_kneser_ney
     from keras_seq.ngram.scorer import evaluate
 
-    data = load_tokenized(config.data, max_vocab=config.max_vocab,
-                          min_count=config.min_count or 1, split=config.split_ratio,
-                          data_dir=config.data_dir)
+    data = load_tokenized(
+        config.data,
+        max_vocab=config.max_vocab,
+        min_count=config.min_count or 1,
+        split=config.split_ratio,
+        data_dir=config.data_dir,
+    )
     start = time.monotonic()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DiscountWarning)
         model = train_kneser_ney(data.train, order)
     seconds = time.monotonic() - start
-    result = evaluate(model, data.lines(split), fingerprint=data.fingerprint(split),
-                      name=f"KN{order}")
+    result = evaluate(
+        model, data.lines(split), fingerprint=data.fingerprint(split), name=f"KN{order}"
+    )
     return result, seconds
 
 
-def run_bench(out_dir: str | Path, *, data: str = "tinyshakespeare", split_ratio: str = "90/10",
-              tokenizer: str = "word", cells=("rnn", "gru", "lstm"), minutes: float = 60.0,
-              budget: int | None = None, embed_dim: int = 256, num_layers: int = 2,
-              dropout: float = 0.5, bptt: int = 35, batch_size: int = 20, lr: float = 2e-3,
-              tie_weights: bool = False, kn_order: int = 5, max_steps_per_epoch=None,
-              seed: int = 1234, verbose: int = 2, printer=print) -> dict:
+def run_bench(
+    out_dir: str | Path,
+    *,
+    data: str = "tinyshakespeare",
+    split_ratio: str = "90/10",
+    tokenizer: str = "word",
+    cells=("rnn", "gru", "lstm"),
+    minutes: float = 60.0,
+    budget: int | None = None,
+    embed_dim: int = 256,
+    num_layers: int = 2,
+    dropout: float = 0.5,
+    bptt: int = 35,
+    batch_size: int = 20,
+    lr: float = 2e-3,
+    tie_weights: bool = False,
+    kn_order: int = 5,
+    max_steps_per_epoch=None,
+    seed: int = 1234,
+    verbose: int = 2,
+    printer=print,
+) -> dict:
     """Train each cell for ``minutes`` at an equal parameter ``budget``; compare with KN.
 
     ``budget`` defaults to the parameters of the LSTM with ``units = embed_dim``.
@@ -81,11 +100,25 @@ def run_bench(out_dir: str | Path, *, data: str = "tinyshakespeare", split_ratio
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    base = LMConfig(data=data, split_ratio=split_ratio, tokenizer=tokenizer, min_count=1,
-                    embed_dim=embed_dim, num_layers=num_layers, dropout=dropout, bptt=bptt,
-                    batch_size=batch_size, optimizer="adam", lr=lr, epochs=1000,
-                    max_minutes=minutes, tie_weights=tie_weights,
-                    max_steps_per_epoch=max_steps_per_epoch, seed=seed, histogram_freq=0)
+    base = LMConfig(
+        data=data,
+        split_ratio=split_ratio,
+        tokenizer=tokenizer,
+        min_count=1,
+        embed_dim=embed_dim,
+        num_layers=num_layers,
+        dropout=dropout,
+        bptt=bptt,
+        batch_size=batch_size,
+        optimizer="adam",
+        lr=lr,
+        epochs=1000,
+        max_minutes=minutes,
+        tie_weights=tie_weights,
+        max_steps_per_epoch=max_steps_per_epoch,
+        seed=seed,
+        histogram_freq=0,
+    )
     from keras_seq.data.tokenizers import make_tokenizer
 
     # The vocabulary every run will build (same options), to size the models.
@@ -99,9 +132,11 @@ def run_bench(out_dir: str | Path, *, data: str = "tinyshakespeare", split_ratio
         units = units_for_budget(cell, vocab, embed_dim, num_layers, budget, tie_weights)
         config = LMConfig.from_dict({**base.to_dict(), "cell": cell, "units": units})
         run_dir = out_dir / cell
-        printer(f"\n== {cell}: {units} units × {num_layers} layers, "
-                f"{model_params(cell, vocab, embed_dim, units, num_layers, tie_weights):,} "
-                f"params, {minutes:g} min budget → {run_dir}")
+        printer(
+            f"\n== {cell}: {units} units × {num_layers} layers, "
+            f"{model_params(cell, vocab, embed_dim, units, num_layers, tie_weights):,} "
+            f"params, {minutes:g} min budget → {run_dir}"
+        )
         if (run_dir / "metrics.json").is_file():
             summary = json.loads((run_dir / "metrics.json").read_text())
             printer("   (already trained: reusing its metrics.json)")
@@ -109,37 +144,67 @@ def run_bench(out_dir: str | Path, *, data: str = "tinyshakespeare", split_ratio
             summary = train_lm(config, run_dir, verbose=verbose, printer=printer)
         result = evaluate_run(run_dir, "val")
         results.append(result)
-        rows.append({"model": cell, "units": units, "params": summary["params"],
-                     "minutes": round(summary["train_minutes"], 1),
-                     "epochs": summary["epochs_done"],
-                     "tokens_per_s": round(summary["tokens_per_sec"]),
-                     "val_ppl": result.ppl, "val_nats": result.nats})
+        rows.append(
+            {
+                "model": cell,
+                "units": units,
+                "params": summary["params"],
+                "minutes": round(summary["train_minutes"], 1),
+                "epochs": summary["epochs_done"],
+                "tokens_per_s": round(summary["tokens_per_sec"]),
+                "val_ppl": result.ppl,
+                "val_nats": result.nats,
+            }
+        )
     kn, kn_seconds = kn_baseline(base, kn_order)
     results.append(kn)
     check_comparable(*results)  # identical tokens, split and corpus, or an error
-    rows.append({"model": f"KN{kn_order}", "units": None, "params": None,
-                 "minutes": round(kn_seconds / 60, 2), "epochs": None, "tokens_per_s": None,
-                 "val_ppl": kn.ppl, "val_nats": kn.nats})
+    rows.append(
+        {
+            "model": f"KN{kn_order}",
+            "units": None,
+            "params": None,
+            "minutes": round(kn_seconds / 60, 2),
+            "epochs": None,
+            "tokens_per_s": None,
+            "val_ppl": kn.ppl,
+            "val_nats": kn.nats,
+        }
+    )
     for row in rows:
         row["ppl_vs_kn"] = row["val_ppl"] / kn.ppl
-    out = {"data": data, "split_ratio": split_ratio, "tokenizer": tokenizer,
-           "fingerprint": kn.fingerprint, "budget_params": budget, "minutes_per_model": minutes,
-           "rows": rows}
+    out = {
+        "data": data,
+        "split_ratio": split_ratio,
+        "tokenizer": tokenizer,
+        "fingerprint": kn.fingerprint,
+        "budget_params": budget,
+        "minutes_per_model": minutes,
+        "rows": rows,
+    }
     (out_dir / "bench_lm.json").write_text(json.dumps(out, indent=2, default=str))
     return out
 
 
 def format_bench(out: dict) -> str:
-    lines = [f"{out['data']} ({out['split_ratio']}, {out['tokenizer']}), tokenizer "
-             f"{out['fingerprint']['tokenizer']}; budget {out['budget_params']:,} params, "
-             f"{out['minutes_per_model']:g} min per model; val split"]
-    lines.append(f"{'model':<6} {'units':>6} {'params':>11} {'min':>6} {'epochs':>6} "
-                 f"{'tokens/s':>9} {'val PPL':>9} {'nats':>7} {'× KN':>6}")
+    lines = [
+        f"{out['data']} ({out['split_ratio']}, {out['tokenizer']}), tokenizer "
+        f"{out['fingerprint']['tokenizer']}; budget {out['budget_params']:,} params, "
+        f"{out['minutes_per_model']:g} min per model; val split"
+    ]
+    lines.append(
+        f"{'model':<6} {'units':>6} {'params':>11} {'min':>6} {'epochs':>6} "
+        f"{'tokens/s':>9} {'val PPL':>9} {'nats':>7} {'× KN':>6}"
+    )
     for r in out["rows"]:
+
         def f(v, spec):
             return format(v, spec) if v is not None else format("-", spec.rstrip(","))
-        lines.append(f"{r['model']:<6} {f(r['units'], '>6')} {f(r['params'], '>11,')} "
-                     f"{f(r['minutes'], '>6')} {f(r['epochs'], '>6')} "
-                     f"{f(r['tokens_per_s'], '>9,')} {r['val_ppl']:>9.2f} "
-                     f"{r['val_nats']:>7.4f} {r['ppl_vs_kn']:>6.3f}")
+
+        lines.append(
+            f"{r['model']:<6} {f(r['units'], '>6')} {f(r['params'], '>11,')} "
+            f"{f(r['minutes'], '>6')} {f(r['epochs'], '>6')} "
+            f"{f(r['tokens_per_s'], '>9,')} {r['val_ppl']:>9.2f} "
+            f"{r['val_nats']:>7.4f} {r['ppl_vs_kn']:>6.3f}"
+        )
     return "\n".join(lines)

@@ -19,7 +19,10 @@ def register(subparsers) -> None:
         "--repeats",
         type=int,
         default=DEFAULTS["repeats"],
-        help="runs per (cell, implementation), alternating; median reported",
+        help="runs per (cell, implementation), alternating; the best run is reported",
+    )
+    p.add_argument(
+        "--chunk", type=int, default=10, help="steps per turn when interleaving (default 10)"
     )
     p.add_argument("--warmup", type=int, default=DEFAULTS["warmup"], help="untimed steps")
     p.add_argument("--cells", nargs="+", default=list(CELLS), choices=CELLS)
@@ -64,6 +67,7 @@ def run_fn(args) -> int:
             repeats=repeats,
             warmup=warmup,
             head=args.head,
+            chunk=args.chunk,
             **sizes,
         )
     if args.json:

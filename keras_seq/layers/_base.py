@@ -216,14 +216,17 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
 
 
 class FastRNN(keras.layers.RNN):
-    """``keras.layers.RNN`` whose loop projects all inputs at once (see ``_fast_rnn.py``).
+    """``keras.layers.RNN`` whose loop projects all inputs in one matmul.
 
     Masking, ``return_sequences``, ``return_state``, ``go_backwards``, ``stateful``
     and ``Bidirectional`` come from ``keras.layers.RNN``; only ``inner_loop`` is
-    replaced. Subclasses build their cell and pass it here.
+    replaced: the fused kernel (``_fused.py``) when there is no mask, no
+    recurrent dropout and standard activations, else the autodiff loop
+    (``_fast_rnn.py``). Subclasses build their cell and pass it here.
     """
 
     def __init__(self, cell, **kwargs):
+        kwargs.pop("use_cudnn", None)  # in Keras LSTM/GRU configs; no cuDNN path here
         super().__init__(cell, **kwargs)
         self.input_spec = keras.layers.InputSpec(ndim=3)
 
