@@ -148,6 +148,16 @@ class Tokenizer:
             )
         return [self.vocab[i] for i in ids]
 
+    def tokenize_lines(self, text: str) -> list[list[str]]:
+        """Token strings per non-blank line, without boundary markers, OOV kept as is."""
+        lines: list[list[str]] = [[]]
+        for tok in self.tokens(text):
+            if tok == EOS:
+                lines.append([])
+            else:
+                lines[-1].append(tok)
+        return [line for line in lines if line]
+
     def encode(self, text: str) -> np.ndarray:
         """Ids of the token stream of ``text`` (int32, 1-D); OOV tokens become ``<unk>``."""
         return self.tokens_to_ids(self.tokens(text))
@@ -255,19 +265,6 @@ class WordTokenizer(Tokenizer):
     def __init__(self, max_vocab: int | None = None, min_count: int = 1, lower: bool = True):
         _check_vocab_options(max_vocab, min_count, len(self.specials))
         super().__init__(max_vocab=max_vocab, min_count=min_count, lower=lower)
-
-    def tokenize_lines(self, text: str) -> list[list[str]]:
-        """Token strings per non-blank line, without boundary markers, OOV kept as is."""
-        lines, current = [], []
-        for tok in _split_words(text, self.options["lower"]):
-            if tok == _LINE_BREAK:
-                lines.append(current)
-                current = []
-            else:
-                current.append(tok)
-        if current:
-            lines.append(current)
-        return [line for line in lines if line]
 
     def tokens(self, text: str) -> list[str]:
         return [EOS if t == _LINE_BREAK else t for t in _split_words(text, self.options["lower"])]
@@ -448,18 +445,6 @@ class SubwordTokenizer(Tokenizer):
                 out.extend(self.vocab[i] for i in ids[start:start + n])
             start += n
         return out
-
-    def tokenize_lines(self, text: str) -> list[list[str]]:
-        lines, current = [], []
-        for tok in self.tokens(text):
-            if tok == EOS:
-                lines.append(current)
-                current = []
-            else:
-                current.append(tok)
-        if current:
-            lines.append(current)
-        return [line for line in lines if line]
 
     def decode(self, ids) -> str:
         out, line = [], ""

@@ -9,6 +9,8 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
+from keras_seq.models._build import BuildByCalling
+
 
 def nplm_param_count(vocab_size: int, order: int, embed_dim: int, hidden: int,
                      direct: bool = True) -> int:
@@ -27,7 +29,7 @@ def nplm_param_count(vocab_size: int, order: int, embed_dim: int, hidden: int,
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
-class NPLM(keras.Model):
+class NPLM(BuildByCalling, keras.Model):
     """Feed-forward n-gram neural language model (Bengio et al. 2003).
 
     Args:
@@ -63,19 +65,6 @@ class NPLM(keras.Model):
         self.hidden_layer = layers.Dense(hidden, activation="tanh", name="H")
         self.output_layer = layers.Dense(vocab_size, name="U")
         self.direct_layer = layers.Dense(vocab_size, use_bias=False, name="W") if direct else None
-
-    def build(self, input_shape):
-        self._built_input_shape = tuple(input_shape)
-        self.call(ops.zeros(tuple(1 if d is None else d for d in input_shape), "int32"))
-        self.built = True
-
-    def get_build_config(self):
-        shape = getattr(self, "_built_input_shape", None)
-        return {"input_shape": shape} if shape is not None else None
-
-    def build_from_config(self, config):
-        if config and config.get("input_shape"):
-            self.build(config["input_shape"])
 
     def call(self, inputs, training=None):
         x = self.flatten(self.embedding(inputs))  # (B, (n−1)·m)

@@ -12,6 +12,7 @@ import tensorflow as tf
 from keras import layers, ops
 
 from keras_seq import layers as seq_layers
+from keras_seq.models._build import BuildByCalling
 
 CELLS = {
     "rnn": seq_layers.SimpleRNN,
@@ -43,7 +44,7 @@ class TiedLogits(layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
-class RecurrentLM(keras.Model):
+class RecurrentLM(BuildByCalling, keras.Model):
     """Word- or character-level recurrent language model.
 
     Args:
@@ -126,23 +127,8 @@ class RecurrentLM(keras.Model):
             x = drop(x, training=training)
         return self.head(x)  # (B, T, V)
 
-    # -- (de)serialisation ---------------------------------------------------------------
-    def build(self, input_shape):
-        # Run the model once so every sub-layer creates its weights (stateful layers need
-        # the static batch size, hence the shape is recorded for reloading).
-        self._built_input_shape = tuple(input_shape)
-        shape = tuple(1 if d is None else d for d in input_shape)
-        self.call(ops.zeros(shape, "int32"))
-        self.built = True
+    def _after_build(self) -> None:
         reset_recurrent_states(self)  # building must not leave a state behind
-
-    def get_build_config(self):
-        shape = getattr(self, "_built_input_shape", None)
-        return {"input_shape": shape} if shape is not None else None
-
-    def build_from_config(self, config):
-        if config and config.get("input_shape"):
-            self.build(config["input_shape"])
 
     # -- state ---------------------------------------------------------------------------
     def reset_state(self) -> None:
