@@ -9,7 +9,8 @@ _GRAPHS = ("step", "step_fused", "sequence", "sequence_fused")
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("export", help="export a trained LM: SavedModel or TFLite")
+    parser = subparsers.add_parser(
+        "export", help="export a trained model: SavedModel, TFLite, seq2seq")
     sub = parser.add_subparsers(dest="export_command", metavar="FORMAT")
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -32,6 +33,20 @@ def register(subparsers) -> None:
     p.add_argument("--no-parity", action="store_true", help="skip the Keras comparison")
     add_json_arg(p)
     p.set_defaults(func=cmd_tflite)
+
+    p = sub.add_parser("seq2seq", help="a seq2seq run as a SavedModel whose serving_default "
+                       "signature maps strings to strings (greedy)")
+    p.add_argument("--run-dir", required=True, help="a `keras-seq train seq2seq` run directory")
+    p.add_argument("--out", required=True, help="SavedModel folder to write")
+    p.set_defaults(func=cmd_seq2seq)
+
+
+def cmd_seq2seq(args) -> int:
+    from keras_seq.seq2seq.export import export_run
+
+    path = export_run(args.run_dir, args.out)
+    print(f"wrote SavedModel {path}")
+    return 0
 
 
 def cmd_saved_model(args) -> int:

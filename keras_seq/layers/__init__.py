@@ -7,12 +7,14 @@ matmul per step). ``count_params`` / ``param_table`` count weights without
 building anything.
 """
 
+from keras_seq.layers.bahdanau_attention import BahdanauAttention
 from keras_seq.layers.gru import GRU, GRUCell
 from keras_seq.layers.lstm import LSTM, LSTMCell
 from keras_seq.layers.params import count_params, param_table, weight_shapes
 from keras_seq.layers.simple_rnn import SimpleRNN, SimpleRNNCell
 
 __all__ = [
+    "BahdanauAttention",
     "GRU",
     "GRUCell",
     "LSTM",

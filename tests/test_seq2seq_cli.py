@@ -1,0 +1,99 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from keras_seq.cli import main
+
+TINY = ["--task", "reverse", "--max-len", "5", "--train-size", "64", "--val-size", "8",
+        "--test-size", "16", "--units", "8", "--embed-dim", "4", "--steps-per-epoch", "2",
+        "--eval-size", "8", "--batch-size", "16", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    run = tmp_path_factory.mktemp("s2s") / "run"
+    assert main(["train", "seq2seq", "--run-dir", str(run), "--epochs", "1", *TINY]) == 0
+    return run
+
+
+def test_train_writes_the_run_directory(run_dir):
+    for name in ("config.json", "source_tokenizer.json", "target_tokenizer.json",
+                 "metrics.csv", "metrics.json", "state.json", "checkpoints/last.keras"):
+        assert (run_dir / name).is_file(), name
+    assert any((run_dir / "tensorboard").rglob("events.out.tfevents.*"))
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["attention"] == "bahdanau" and config["max_source_len"] == 5
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["test"]["n"] == 16 and "val_exact_match" in (run_dir / "metrics.csv").read_text()
+
+
+def test_resume_continues(run_dir, capsys):
+    assert main(["train", "seq2seq", "--run-dir", str(run_dir), "--resume", "--epochs", "2",
+                 "--quiet"]) == 0
+    assert json.loads((run_dir / "state.json").read_text())["epochs_done"] == 2
+    assert main(["train", "seq2seq", "--run-dir", str(run_dir), "--epochs", "1", *TINY]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+def test_eval_json_and_plots(run_dir, tmp_path, capsys):
+    assert main(["eval", "seq2seq", "--run-dir", str(run_dir), "--json",
+                 "--plot", str(tmp_path)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["n"] == 16 and 0 <= result["exact_match"] <= 1 and "bleu" in result
+    assert [r["bucket"] for r in result["by_length"]][-1] == "5-5"
+    assert (tmp_path / "attention_heatmap.png").stat().st_size > 1000
+    assert (tmp_path / "length_curve.png").stat().st_size > 1000
+    assert main(["eval", "seq2seq", "--run-dir", str(run_dir), "--beam", "2",
+                 "--limit", "4"]) == 0
+    assert "exact match" in capsys.readouterr().out
+
+
+def test_translate_and_bad_input(run_dir, tmp_path, capsys):
+    assert main(["translate", "--run-dir", str(run_dir), "abc", "--beam", "2"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
+    assert main(["translate", "--run-dir", str(run_dir), "abcdefgh"]) == 2
+    assert "maximum of 5" in capsys.readouterr().err
+    assert main(["translate", "--run-dir", str(run_dir), ""]) == 2
+    assert "empty" in capsys.readouterr().err
+    assert main(["translate", "--run-dir", str(run_dir), "ab1"]) == 0
+    assert "outside the vocabulary" in capsys.readouterr().err
+    assert main(["translate", "--run-dir", str(tmp_path), "abc"]) == 2
+    assert "not a keras-seq seq2seq run directory" in capsys.readouterr().err
+
+
+def test_translate_export_round_trip(run_dir, tmp_path, capsys):
+    assert main(["translate", "--run-dir", str(run_dir), "abc", "dcba"]) == 0
+    expected = capsys.readouterr().out
+    assert main(["translate", "--run-dir", str(run_dir), "--export", str(tmp_path / "sm"),
+                 "abc", "dcba"]) == 0
+    assert capsys.readouterr().out == expected
+    assert (tmp_path / "sm" / "saved_model.pb").is_file()
+
+
+def test_train_script_help():
+    script = Path(__file__).resolve().parents[1] / "train" / "seq2seq.py"
+    out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "--attention" in out and "--task" in out
+
+
+def test_bench_rejects_unknown_tasks(capsys):
+    assert main(["bench", "seq2seq", "--tasks", "sorting"]) == 2
+    assert "expected reverse, dates" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # trains two tiny models; the pieces are covered by the fast tests above
+def test_bench_tiny(tmp_path, capsys):
+    args = ["bench", "seq2seq", "--tasks", "reverse", "--out", str(tmp_path), "--max-len", "6",
+            "--train-size", "64", "--test-size", "16", "--units", "8", "--embed-dim", "4",
+            "--minutes", "0.01", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)["reverse"]
+    assert len(out["by_length"]) == 6 and out["params"]["none"]["attention"] == 0
+    assert (tmp_path / "length_curve.png").is_file()
+    assert (tmp_path / "attention_heatmap.png").is_file()
+    assert main(args) == 0  # finished runs with the same settings are reused
+    assert "reusing finished run" in capsys.readouterr().err
