@@ -1,0 +1,53 @@
+"""Small helpers shared by the analysis modules: cell names, progress, plotting set-up."""
+
+from __future__ import annotations
+
+from keras_seq.errors import KerasSeqError
+
+CELLS = ("rnn", "gru", "lstm")
+LABELS = {"rnn": "SimpleRNN", "gru": "GRU", "lstm": "LSTM", "attn-gru": "GRU + attention"}
+COLORS = {"rnn": "tab:red", "gru": "tab:blue", "lstm": "tab:green", "attn-gru": "tab:purple"}
+
+
+def check_cells(cells, allowed=CELLS) -> tuple[str, ...]:
+    cells = tuple(cells)
+    unknown = [c for c in cells if c not in allowed]
+    if unknown or not cells:
+        raise KerasSeqError(
+            f"received cells {list(cells)}; expected one or more of {', '.join(allowed)} "
+            f"(e.g. --cells {' '.join(allowed[:2])})"
+        )
+    return cells
+
+
+def recurrent_layer(cell: str, units: int, **kwargs):
+    """A keras-seq ``SimpleRNN`` / ``GRU`` / ``LSTM`` layer for a cell name."""
+    from keras_seq import layers as ks
+
+    cls = {"rnn": ks.SimpleRNN, "gru": ks.GRU, "lstm": ks.LSTM}[cell]
+    return cls(units, **kwargs)
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the file-only Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+class Progress:
+    """A Keras ``Progbar`` that can be switched off (``enabled=False``)."""
+
+    def __init__(self, total: int, enabled: bool = True, unit: str = "step"):
+        self.bar = None
+        if enabled and total > 0:
+            import keras
+
+            self.bar = keras.utils.Progbar(total, unit_name=unit)
+
+    def add(self, n: int = 1, values=None) -> None:
+        if self.bar is not None:
+            self.bar.add(n, values=values)

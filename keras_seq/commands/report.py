@@ -1,0 +1,59 @@
+"""``keras-seq report --out DIR [--quick]``: measure the textbook's claims into DIR/report.md."""
+
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    from keras_seq.analysis.report import SECTIONS
+
+    p = subparsers.add_parser(
+        "report",
+        help="measure the seed chapters' claims (gradients, memory, speed, TBPTT, sparsity) "
+        "into DIR/report.md with plots",
+        description="One section per claim: the claim, the command, the measured table and "
+        "plot, and a verdict. Without --quick this is the full run the README quotes (hours "
+        "on a CPU); --quick takes about ten CPU minutes.",
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small settings (~10 CPU minutes)")
+    size.add_argument("--tiny", action="store_true",
+                      help="toy settings that finish in seconds (tests; numbers meaningless)")
+    p.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=SECTIONS,
+                   metavar="SECTION", help=f"subset to run (default all: {', '.join(SECTIONS)})")
+    p.add_argument("--data", default="python-docs", metavar="NAME|PATH",
+                   help="corpus for the text-based sections (default python-docs, embedded)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--memory-max-minutes", type=float, default=None, metavar="MIN",
+                   help="wall-time cap for the memory sweep; runs not started by then are "
+                   "skipped and the lengths they bound are marked as lower bounds")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="hide the progress bars")
+    p.add_argument("--combine", nargs="+", default=None, metavar="DIR",
+                   help="measure nothing: merge the sections of these report folders (run "
+                   "in parallel, same preset and seed) into --out")
+    p.set_defaults(func=run_fn)
+
+
+def run_fn(args) -> int:
+    import tensorflow as tf
+
+    from keras_seq.analysis.report import run_report
+
+    tf.get_logger().setLevel("ERROR")
+    if args.combine:
+        from keras_seq.analysis.report import combine_reports
+
+        print(f"report: {combine_reports(args.out, *args.combine)}")
+        return 0
+    preset = "tiny" if args.tiny else "quick" if args.quick else "full"
+    overrides = None
+    if args.memory_max_minutes is not None:
+        from keras_seq.analysis.report import PRESETS
+
+        overrides = {"memory": {**PRESETS[preset]["memory"],
+                                "max_minutes": args.memory_max_minutes}}
+    path = run_report(args.out, preset=preset, sections=args.sections, data=args.data,
+                      seed=args.seed, progress=args.progress, overrides=overrides)
+    print(f"report: {path}")
+    return 0
