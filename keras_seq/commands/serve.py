@@ -1,0 +1,113 @@
+"""``keras-seq serve``: a TF-Serving-compatible REST server for exported SavedModels.
+
+    keras-seq export saved-model --run-dir runs/lstm --out exports/lstm
+    keras-seq serve --model-base models --model-name lstm --publish exports/lstm  # → models/lstm/1
+    keras-seq serve --model-base models            # serves every model under models/
+
+The model base has TF Serving's layout (``MODEL_BASE/NAME/VERSION/saved_model.pb``); the
+highest version of each model is served and new versions are picked up while running.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _positive(kind):
+    def parse(text):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+    return parse
+
+
+def _non_negative(kind):
+    def parse(text):
+        value = kind(text)
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be ≥ 0, got {text}")
+        return value
+    return parse
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "serve", help="REST server with TF Serving's API (predict/status/metadata), dynamic "
+        "batching and limits")
+    p.add_argument("--model-base", required=True, metavar="DIR",
+                   help="TF Serving model base: DIR/NAME/VERSION/saved_model.pb")
+    p.add_argument("--model-name", action="append", default=None, metavar="NAME",
+                   help="serve this model (repeatable; default: every model folder in DIR)")
+    p.add_argument("--publish", default=None, metavar="SAVED_MODEL",
+                   help="copy this SavedModel into DIR/NAME/VERSION (one --model-name) and "
+                   "exit; a running server picks it up")
+    p.add_argument("--version", type=_non_negative(int), default=None,
+                   help="version number for --publish (default: the next one)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8501, help="REST port (default 8501)")
+    p.add_argument("--poll-interval", type=_non_negative(float), default=1.0, metavar="S",
+                   help="seconds between scans for new versions (0: never; default 1)")
+    p.add_argument("--max-batch-size", type=_positive(int), default=32,
+                   help="most rows merged into one signature call (default 32)")
+    p.add_argument("--batch-timeout-ms", type=_non_negative(float), default=2.0,
+                   help="how long a batch waits for more calls (default 2 ms; 0: no waiting)")
+    p.add_argument("--num-batch-threads", type=_positive(int), default=2,
+                   help="worker threads running batches (default 2)")
+    p.add_argument("--eager-batching", action="store_true",
+                   help="start a batch at once when no signature call is running (lower "
+                   "latency for a lone client; measured to cost throughput under load). "
+                   "Default: wait --batch-timeout-ms as TF Serving does")
+    p.add_argument("--batch-signatures", default="score,next_tokens,serving_default",
+                   help="signatures whose calls are batched (comma-separated; generate's "
+                   "samples depend on a row's place in the batch, so it is not by default)")
+    p.add_argument("--max-body-bytes", type=_positive(int), default=1 << 20,
+                   help="largest request body; larger → 413 (default 1 MiB)")
+    p.add_argument("--max-instances", type=_positive(int), default=64,
+                   help="most rows per request (default 64)")
+    p.add_argument("--max-text-length", type=_positive(int), default=2000,
+                   help="most characters per input text (default 2000)")
+    p.add_argument("--max-generated-tokens", type=_positive(int), default=256,
+                   help="largest max_tokens of generate (default 256)")
+    p.add_argument("--request-timeout", type=_positive(float), default=30.0, metavar="S",
+                   help="per-request deadline; over it → 504 (default 30 s)")
+    p.add_argument("--token", default=None,
+                   help="require 'Authorization: Bearer TOKEN' on /v1 (also "
+                   "$KERAS_SEQ_SERVE_TOKEN)")
+    p.add_argument("--graceful-timeout", type=_non_negative(float), default=30.0, metavar="S",
+                   help="on SIGTERM/SIGINT, wait this long for in-flight requests (default 30)")
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args) -> int:
+    if args.publish:
+        from keras_seq.serving.layout import publish_saved_model
+
+        if not args.model_name or len(args.model_name) != 1:
+            raise ValueError("--publish needs exactly one --model-name")
+        target = publish_saved_model(args.publish, args.model_base, args.model_name[0],
+                                     args.version)
+        print(f"published {args.publish} as {target}")
+        return 0
+    if args.version is not None:
+        raise ValueError("--version only applies to --publish")
+    from keras_seq.serving.app import ServeConfig, run_server
+    from keras_seq.serving.codec import Limits
+    from keras_seq.serving.layout import check_model_name
+
+    for name in args.model_name or []:
+        check_model_name(name)
+    config = ServeConfig(
+        model_base=args.model_base, model_names=args.model_name, host=args.host,
+        port=args.port, poll_interval=args.poll_interval, max_batch_size=args.max_batch_size,
+        batch_timeout_ms=args.batch_timeout_ms, num_batch_threads=args.num_batch_threads,
+        eager_batching=args.eager_batching,
+        batch_signatures=tuple(s.strip() for s in args.batch_signatures.split(",") if s.strip()),
+        max_body_bytes=args.max_body_bytes,
+        limits=Limits(max_instances=args.max_instances, max_text_length=args.max_text_length,
+                      max_generated_tokens=args.max_generated_tokens),
+        request_timeout_s=args.request_timeout, token=args.token,
+        graceful_timeout_s=args.graceful_timeout)
+    run_server(config, printer=lambda msg: print(msg, flush=True))
+    return 0

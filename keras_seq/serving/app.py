@@ -1,0 +1,285 @@
+"""The REST server: TF Serving's API on FastAPI/uvicorn.
+
+Endpoints (the same paths and JSON as TensorFlow Serving's REST API)::
+
+    GET  /v1/models/NAME                       version status of every known version
+    GET  /v1/models/NAME/versions/V            status of one version
+    GET  /v1/models/NAME[/versions/V]/metadata signature defs (GetModelMetadataResponse)
+    POST /v1/models/NAME[/versions/V]:predict  {"signature_name", "instances"|"inputs"}
+    GET  /healthz                              200 when every model has a version loaded
+    GET  /openapi.json                         the OpenAPI spec
+
+Errors are ``{"error": "..."}`` with 400 (bad request), 401 (missing/bad bearer token),
+404 (unknown model, version or path), 413 (body over ``max_body_bytes``) or 504 (request
+over ``request_timeout_s``). Requests never name files: models come only from the model
+base folder given at start.
+"""
+
+
+import asyncio
+import hmac
+import json
+import os
+import re
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from keras_seq.serving.batching import Batcher
+from keras_seq.serving.codec import Limits, encode_outputs, parse_predict
+from keras_seq.serving.errors import ServingError, bad_request
+from keras_seq.serving.registry import ModelRegistry
+
+TOKEN_ENV = "KERAS_SEQ_SERVE_TOKEN"
+
+
+@dataclass
+class ServeConfig:
+    """Everything ``keras-seq serve`` can set (the defaults are the command's)."""
+
+    model_base: str
+    model_names: list | None = None  # None: every model folder under model_base
+    host: str = "127.0.0.1"
+    port: int = 8501
+    poll_interval: float = 1.0  # seconds between scans for new versions (0: never)
+    max_batch_size: int = 32
+    batch_timeout_ms: float = 2.0
+    num_batch_threads: int = 2
+    batch_signatures: tuple = ("score", "next_tokens", "serving_default")
+    eager_batching: bool = False  # start a batch at once when no call is running
+    max_body_bytes: int = 1 << 20
+    limits: Limits = field(default_factory=Limits)
+    request_timeout_s: float = 30.0
+    token: str | None = None
+    graceful_timeout_s: float = 30.0
+
+
+class _Response:
+    """JSONResponse that writes NaN/Infinity as TF Serving does and keeps UTF-8 as is."""
+
+    @staticmethod
+    def make(content, status_code: int = 200, headers=None):
+        body = json.dumps(content, ensure_ascii=False, allow_nan=True,
+                          separators=(",", ":")).encode("utf-8", "backslashreplace")
+        return Response(body, status_code=status_code, headers=headers,
+                        media_type="application/json")
+
+
+def _error(status: int, message: str, headers=None):
+    return _Response.make({"error": message}, status, headers)
+
+
+_ANY = {}
+_PREDICT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "signature_name": {"type": "string", "description": "default: serving_default",
+                           "examples": ["score", "next_tokens", "generate", "step"]},
+        "instances": {"type": "array", "items": _ANY,
+                      "description": "row format: one entry per row (an object of named "
+                      "inputs, or the value when the signature has one input)"},
+        "inputs": {"description": "columnar format: an object of named inputs (or the "
+                   "value when the signature has one input)"},
+    },
+    "examples": [
+        {"signature_name": "score", "instances": ["the cat sat"]},
+        {"signature_name": "next_tokens", "inputs": {"text": ["the cat"], "k": 3}},
+        {"signature_name": "next_tokens", "instances": [{"text": "the cat", "k": 3}]},
+        {"signature_name": "generate", "inputs": {"prompt": ["the"], "max_tokens": 5,
+                                                  "temperature": 1.0, "top_k": 5,
+                                                  "seed": 1}},
+    ],
+}
+_ERROR_SCHEMA = {"type": "object", "properties": {"error": {"type": "string"}},
+                 "required": ["error"]}
+
+
+def _responses(*codes):
+    text = {400: "bad request", 401: "missing or bad bearer token", 404: "not found",
+            413: "request body too large", 504: "request timed out",
+            503: "a model has no version loaded"}
+    return {c: {"description": text[c],
+                "content": {"application/json": {"schema": _ERROR_SCHEMA}}} for c in codes}
+
+
+_DIGITS = re.compile(r"[0-9]{1,18}")
+
+
+def _parse_version(version: str) -> int:
+    if not _DIGITS.fullmatch(version):
+        raise bad_request(f"Malformed request: version must be a non-negative integer, got "
+                          f"{version[:40]!r}")
+    return int(version)
+
+
+async def _read_body(request, limit: int) -> bytes:
+    length = request.headers.get("content-length")
+    if length is not None:
+        if not _DIGITS.fullmatch(length):
+            raise bad_request("Malformed request: bad Content-Length header")
+        if int(length) > limit:
+            raise ServingError(413, f"request body of {int(length)} bytes is larger than the "
+                               f"limit of {limit} bytes (--max-body-bytes)")
+    chunks, total = [], 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise ServingError(413, f"request body is larger than the limit of {limit} bytes "
+                               "(--max-body-bytes)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(config: ServeConfig, registry: ModelRegistry | None = None, printer=print):
+    """The FastAPI application; models load when it starts (lifespan)."""
+    registry = registry or ModelRegistry(config.model_base, config.model_names,
+                                         config.poll_interval, printer=printer)
+    batcher = Batcher(config.max_batch_size, config.batch_timeout_ms,
+                      config.num_batch_threads, config.batch_signatures,
+                      eager=config.eager_batching)
+    token = config.token
+
+    @asynccontextmanager
+    async def lifespan(app):
+        await asyncio.to_thread(registry.start)
+        try:
+            yield
+        finally:
+            registry.stop()
+            await batcher.drain()
+            batcher.close()
+
+    app = FastAPI(title="keras-seq serving", version="1",
+                  description="TensorFlow Serving's REST API (predict, status, metadata) for "
+                  "keras-seq SavedModels, with dynamic batching.",
+                  lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.registry, app.state.batcher, app.state.config = registry, batcher, config
+    bearer = HTTPBearer(auto_error=False, description="only when the server has a token")
+
+    async def authorize(creds: Annotated[HTTPAuthorizationCredentials | None,
+                                         Depends(bearer)]):
+        if token is None:
+            return
+        if creds is None or not hmac.compare_digest(
+                creds.credentials.encode("utf-8", "surrogatepass"),
+                token.encode("utf-8")):
+            raise ServingError(401, "missing or invalid bearer token (send "
+                               "'Authorization: Bearer <token>')")
+
+    @app.exception_handler(ServingError)
+    async def _serving_error(request, err: ServingError):
+        headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else None
+        return _error(err.status, err.message, headers)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request, err: HTTPException):
+        message = err.detail if isinstance(err.detail, str) else json.dumps(err.detail)
+        if err.status_code == 404:
+            message = f"Malformed request: {request.method} {request.url.path[:200]} " \
+                      "(no such endpoint)"
+        return _error(err.status_code, message, getattr(err, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request, err: RequestValidationError):
+        first = err.errors()[0] if err.errors() else {}
+        return _error(400, f"Malformed request: {first.get('msg', 'invalid request')} at "
+                      f"{'/'.join(str(p) for p in first.get('loc', ()))}")
+
+    @app.exception_handler(Exception)
+    async def _internal(request, err: Exception):
+        printer(f"serve: internal error on {request.url.path}: {type(err).__name__}: {err}")
+        return _error(500, f"internal error: {type(err).__name__}")
+
+    auth = [Depends(authorize)]
+
+    @app.get("/healthz", summary="liveness and loaded versions", responses=_responses(503))
+    async def healthz():
+        models = registry.healthy()
+        ok = all(v is not None for v in models.values())
+        return _Response.make({"status": "ok" if ok else "loading", "models": models,
+                               "batching": batcher.stats()}, 200 if ok else 503)
+
+    @app.get("/v1/models/{model_name}", dependencies=auth, summary="model version status",
+             responses=_responses(400, 401, 404))
+    async def model_status(model_name: str):
+        return _Response.make(registry.status(model_name))
+
+    @app.get("/v1/models/{model_name}/versions/{version}", dependencies=auth,
+             summary="status of one version", responses=_responses(400, 401, 404))
+    async def version_status(model_name: str, version: str):
+        return _Response.make(registry.status(model_name, _parse_version(version)))
+
+    @app.get("/v1/models/{model_name}/metadata", dependencies=auth,
+             summary="signature defs of the latest version", responses=_responses(401, 404))
+    async def model_metadata(model_name: str):
+        return _Response.make(registry.get(model_name).metadata())
+
+    @app.get("/v1/models/{model_name}/versions/{version}/metadata", dependencies=auth,
+             summary="signature defs of one version", responses=_responses(400, 401, 404))
+    async def version_metadata(model_name: str, version: str):
+        return _Response.make(registry.get(model_name, _parse_version(version)).metadata())
+
+    async def _predict(request: Request, model_name: str, version: int | None):
+        raw = await _read_body(request, config.max_body_bytes)
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError, RecursionError) as err:
+            raise bad_request(f"JSON Parse error: {str(err)[:200]}") from None
+        servable = registry.get(model_name, version)
+        try:
+            parsed = parse_predict(body, servable, config.limits)
+        except RecursionError:
+            raise bad_request("JSON value nested too deeply") from None
+        try:
+            outputs = await asyncio.wait_for(batcher.submit(servable, parsed),
+                                             config.request_timeout_s)
+        except TimeoutError:
+            raise ServingError(504, f"Deadline exceeded: the request took longer than "
+                               f"{config.request_timeout_s:g} s (--request-timeout)") from None
+        return _Response.make(encode_outputs(outputs, parsed.columnar))
+
+    body_doc = {"requestBody": {"required": True, "content": {
+        "application/json": {"schema": _PREDICT_SCHEMA}}}}
+
+    @app.post("/v1/models/{model_name}:predict", dependencies=auth, openapi_extra=body_doc,
+              summary="predict with the latest version",
+              responses=_responses(400, 401, 404, 413, 504))
+    async def predict(request: Request, model_name: str):
+        return await _predict(request, model_name, None)
+
+    @app.post("/v1/models/{model_name}/versions/{version}:predict", dependencies=auth,
+              openapi_extra=body_doc, summary="predict with one version",
+              responses=_responses(400, 401, 404, 413, 504))
+    async def predict_version(request: Request, model_name: str, version: str):
+        return await _predict(request, model_name, _parse_version(version))
+
+    return app
+
+
+def _loopback(host: str) -> bool:
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
+
+def run_server(config: ServeConfig, printer=print) -> None:
+    """Serve until SIGINT/SIGTERM; in-flight requests finish (up to graceful_timeout_s)."""
+    import uvicorn
+
+    if config.token is None and os.environ.get(TOKEN_ENV):
+        config.token = os.environ[TOKEN_ENV]
+    if not _loopback(config.host):
+        printer(f"serve: WARNING: listening on {config.host}, reachable from other machines"
+                + ("" if config.token else " without a token (--token)"))
+    app = create_app(config, printer=printer)
+    uv = uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
+                        access_log=False, lifespan="on",
+                        timeout_graceful_shutdown=config.graceful_timeout_s)
+    server = uvicorn.Server(uv)
+    printer(f"serve: http://{config.host}:{config.port}/v1/models/… (model base "
+            f"{config.model_base})")
+    server.run()

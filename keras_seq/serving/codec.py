@@ -1,0 +1,272 @@
+"""TF Serving's predict JSON ↔ numpy arrays, with the server's size limits.
+
+Request (``POST …:predict``)::
+
+    {"signature_name": "next_tokens", "instances": [{"text": "the cat", "k": 3}, …]}  # rows
+    {"signature_name": "next_tokens", "inputs": {"text": ["the cat", …], "k": 3}}    # columns
+
+Row format stacks each named input across the instances (they share dim 0). A scalar
+input of the signature (``k``, ``max_tokens``, …) has no batch dimension, so TF Serving
+rejects it in row format; this server accepts it when every instance gives the same value
+(an extension: requests valid for TF Serving mean the same here). Strings are JSON
+strings, or ``{"b64": "…"}`` for bytes.
+
+Response: row requests get ``{"predictions": [...]}`` (one entry per row; an object of
+named outputs when the signature has several), columnar ones ``{"outputs": {...}}`` (or the
+bare value for a single output). String outputs are UTF-8 text, ``{"b64": …}`` for outputs
+named ``*_bytes``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+
+import numpy as np
+
+from keras_seq.serving.errors import bad_request
+from keras_seq.serving.servable import InputSpec, SignatureInfo
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_instances: int = 64  # rows per request
+    max_text_length: int = 2000  # characters per string input
+    max_generated_tokens: int = 256  # ``max_tokens`` of generate
+    max_k: int = 1000  # ``k`` of next_tokens (clipped to the vocabulary anyway)
+
+
+@dataclass
+class PredictRequest:
+    signature: SignatureInfo
+    inputs: dict  # name -> np.ndarray (scalars as 0-d arrays)
+    rows: int
+    columnar: bool
+
+
+_INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1),
+               "int8": (-128, 127), "uint8": (0, 255), "int16": (-(2**15), 2**15 - 1)}
+
+
+def _leaf(value, spec: InputSpec, limits: Limits):
+    kind = spec.dtype
+    if kind == "string":
+        if isinstance(value, str):
+            if len(value) > limits.max_text_length:
+                raise bad_request(f"input '{spec.name}': a text of {len(value)} characters is "
+                                  f"longer than the limit of {limits.max_text_length} "
+                                  "(--max-text-length)")
+            return value.encode("utf-8", "surrogatepass")
+        if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
+            try:
+                raw = base64.b64decode(value["b64"], validate=True)
+            except (binascii.Error, ValueError):
+                raise bad_request(f"input '{spec.name}': invalid base64 in {{\"b64\": …}}") \
+                    from None
+            if len(raw) > limits.max_text_length:
+                raise bad_request(f"input '{spec.name}': {len(raw)} bytes is longer than the "
+                                  f"limit of {limits.max_text_length} (--max-text-length)")
+            return raw
+        raise bad_request(f"input '{spec.name}' expects strings (or {{\"b64\": …}}), got "
+                          f"{type(value).__name__}")
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        raise bad_request(f"input '{spec.name}' expects true/false, got {type(value).__name__}")
+    if kind in _INT_RANGES:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad_request(f"input '{spec.name}' expects integers ({kind}), got "
+                              f"{type(value).__name__}")
+        lo, hi = _INT_RANGES[kind]
+        if not lo <= value <= hi:
+            raise bad_request(f"input '{spec.name}': {value} is out of range for {kind}")
+        return value
+    if kind in ("float16", "float32", "float64", "bfloat16"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad_request(f"input '{spec.name}' expects numbers ({kind}), got "
+                              f"{type(value).__name__}")
+        if isinstance(value, int) and abs(value) > 1e300:
+            raise bad_request(f"input '{spec.name}': {value} is out of range for {kind}")
+        return float(value)
+    raise bad_request(f"input '{spec.name}' has dtype {kind}, which this server does not "
+                      "accept over JSON")
+
+
+def _is_leaf(value) -> bool:
+    return not isinstance(value, list)
+
+
+def _to_array(value, spec: InputSpec, limits: Limits, max_elements: int = 1_000_000):
+    """A nested JSON list → numpy array of ``spec.dtype`` (rectangular, checked)."""
+    flat: list = []
+
+    def walk(v, depth):
+        if _is_leaf(v):
+            flat.append(_leaf(v, spec, limits))
+            if len(flat) > max_elements:
+                raise bad_request(f"input '{spec.name}' has more than {max_elements} values")
+            return ()
+        if depth > 32:
+            raise bad_request(f"input '{spec.name}' is nested too deeply")
+        shapes = {walk(item, depth + 1) for item in v}
+        if len(shapes) > 1:
+            raise bad_request(f"input '{spec.name}' is ragged: every list at the same depth "
+                              "must have the same length and nesting")
+        inner = shapes.pop() if shapes else ()
+        return (len(v), *inner)
+
+    shape = walk(value, 0)
+    if spec.dtype == "string":
+        arr = np.empty(len(flat), dtype=object)
+        arr[:] = flat
+        arr = arr.reshape(shape)
+    else:
+        dtype = "float32" if spec.dtype == "bfloat16" else spec.dtype
+        with np.errstate(over="ignore"):
+            arr = np.array(flat, dtype=dtype).reshape(shape)
+        if arr.dtype.kind == "f":
+            wide = np.asarray(flat, dtype="float64").reshape(shape)
+            if np.any(np.isfinite(wide) & ~np.isfinite(arr)):
+                raise bad_request(f"input '{spec.name}' has values out of range for "
+                                  f"{spec.dtype}")
+    return arr
+
+
+def _check_shape(arr: np.ndarray, spec: InputSpec) -> None:
+    if len(arr.shape) != len(spec.shape) or any(
+            want is not None and want != got for want, got in zip(spec.shape, arr.shape)):
+        want = "[" + ", ".join("-1" if d is None else str(d) for d in spec.shape) + "]"
+        raise bad_request(f"input '{spec.name}' has shape {list(arr.shape)}, but the "
+                          f"signature expects {want} (-1: any size)")
+
+
+def _check_values(name: str, arr: np.ndarray, limits: Limits) -> None:
+    """Limits on the arguments of the keras-seq signatures."""
+    if name == "max_tokens" and arr.ndim == 0:
+        if not 1 <= int(arr) <= limits.max_generated_tokens:
+            raise bad_request(f"max_tokens must be between 1 and {limits.max_generated_tokens} "
+                              f"(--max-generated-tokens), got {int(arr)}")
+    if name == "k" and arr.ndim == 0 and int(arr) > limits.max_k:
+        raise bad_request(f"k must be at most {limits.max_k}, got {int(arr)}")
+    if name == "temperature" and arr.ndim == 0 and not (
+            np.isfinite(arr) and 0 <= float(arr) <= 1e6):
+        raise bad_request(f"temperature must be a finite number ≥ 0, got {float(arr)}")
+
+
+def parse_predict(body, servable, limits: Limits) -> PredictRequest:
+    """Validate a predict request body (already JSON-decoded) against the servable."""
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object with \"instances\" or "
+                          "\"inputs\"")
+    unknown = set(body) - {"signature_name", "instances", "inputs"}
+    if unknown:
+        raise bad_request(f"unexpected key(s) {sorted(unknown)} in the request; expected "
+                          "\"signature_name\" and one of \"instances\" / \"inputs\"")
+    name = body.get("signature_name")
+    if name is not None and not isinstance(name, str):
+        raise bad_request("\"signature_name\" must be a string")
+    sig = servable.signature(name or None)
+    has_rows, has_cols = "instances" in body, "inputs" in body
+    if has_rows == has_cols:
+        raise bad_request("the request must have exactly one of \"instances\" (row format) "
+                          "or \"inputs\" (columnar format)")
+    specs = sig.inputs
+    if has_rows:
+        inputs = _parse_rows(body["instances"], specs, limits)
+    else:
+        inputs = _parse_columns(body["inputs"], specs, limits)
+    for key, arr in inputs.items():
+        _check_shape(arr, specs[key])
+        _check_values(key, arr, limits)
+    batched = [inputs[k] for k, s in specs.items() if s.batched]
+    rows = len(batched[0]) if batched else 1
+    if any(len(b) != rows for b in batched):
+        raise bad_request("all batched inputs must have the same size in dimension 0, got "
+                          + ", ".join(f"{k}: {len(inputs[k])}" for k, s in specs.items()
+                                      if s.batched))
+    if rows > limits.max_instances:
+        raise bad_request(f"{rows} instances is more than the limit of {limits.max_instances} "
+                          "per request (--max-instances); split the request")
+    return PredictRequest(sig, inputs, rows, has_cols)
+
+
+def _named(value) -> bool:
+    return isinstance(value, dict) and not (set(value) == {"b64"})
+
+
+def _parse_rows(instances, specs: dict, limits: Limits) -> dict:
+    if not isinstance(instances, list) or not instances:
+        raise bad_request("\"instances\" must be a non-empty list (one entry per row)")
+    if len(instances) > limits.max_instances:
+        raise bad_request(f"{len(instances)} instances is more than the limit of "
+                          f"{limits.max_instances} per request (--max-instances); split the "
+                          "request")
+    if all(_named(row) for row in instances):
+        columns = {}
+        for i, row in enumerate(instances):
+            if set(row) != set(specs):
+                raise bad_request(f"instance {i} has inputs {sorted(row)}, but the signature "
+                                  f"expects {sorted(specs)}")
+        for key, spec in specs.items():
+            values = [row[key] for row in instances]
+            if spec.is_scalar:
+                if any(v != values[0] or type(v) is not type(values[0]) for v in values):
+                    raise bad_request(f"input '{key}' is a scalar shared by the whole batch; "
+                                      "every instance must give the same value (or use the "
+                                      "columnar \"inputs\" format)")
+                columns[key] = _to_array(values[0], spec, limits)
+            else:
+                columns[key] = _to_array(values, spec, limits)
+        return columns
+    if any(_named(row) for row in instances):
+        raise bad_request("\"instances\" mixes objects and plain values; use one object per "
+                          "instance with every named input")
+    if len(specs) != 1:
+        raise bad_request(f"the signature has {len(specs)} inputs ({', '.join(sorted(specs))});"
+                          " give each instance as an object of named inputs")
+    (key, spec), = specs.items()
+    return {key: _to_array(instances, spec, limits)}
+
+
+def _parse_columns(inputs, specs: dict, limits: Limits) -> dict:
+    if _named(inputs):
+        if set(inputs) != set(specs):
+            raise bad_request(f"\"inputs\" has {sorted(inputs)}, but the signature expects "
+                              f"{sorted(specs)}")
+        return {k: _to_array(inputs[k], specs[k], limits) for k in specs}
+    if len(specs) != 1:
+        raise bad_request(f"the signature has {len(specs)} inputs ({', '.join(sorted(specs))});"
+                          " give \"inputs\" as an object of named inputs")
+    (key, spec), = specs.items()
+    return {key: _to_array(inputs, spec, limits)}
+
+
+def _jsonable(name: str, arr: np.ndarray):
+    if arr.dtype == object or arr.dtype.kind == "S":
+        if name.endswith("_bytes"):
+            fn = lambda b: {"b64": base64.b64encode(b).decode("ascii")}
+        else:
+            fn = lambda b: b.decode("utf-8", "replace")
+        return np.vectorize(fn, otypes=[object])(arr).tolist() if arr.size else \
+            arr.astype(object).tolist()
+    return arr.tolist()
+
+
+def encode_outputs(outputs: dict, columnar: bool) -> dict:
+    """Numpy outputs → ``{"outputs": …}`` (columnar) or ``{"predictions": […]}`` (rows)."""
+    if columnar:
+        values = {k: _jsonable(k, v) for k, v in outputs.items()}
+        if len(values) == 1:
+            return {"outputs": next(iter(values.values()))}
+        return {"outputs": values}
+    sizes = {k: (v.shape[0] if v.ndim else None) for k, v in outputs.items()}
+    batch = {s for s in sizes.values()}
+    if len(batch) != 1 or None in batch:
+        raise bad_request("the outputs do not share a batch size (" + ", ".join(
+            f"{k}: {s}" for k, s in sizes.items()) + "); use the columnar \"inputs\" format")
+    values = {k: _jsonable(k, v) for k, v in outputs.items()}
+    if len(values) == 1:
+        return {"predictions": next(iter(values.values()))}
+    n = batch.pop()
+    return {"predictions": [{k: values[k][i] for k in values} for i in range(n)]}

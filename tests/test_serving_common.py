@@ -1,0 +1,119 @@
+"""Shared helpers for the serving tests: a tiny SavedModel (made once) and the real server
+on a free loopback port, in a thread (uvicorn) or as a `keras-seq serve` subprocess.
+
+Not a conftest: the serving test modules import what they need from here.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+from test_export_common import _CACHE, trained_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def saved_model(tmp_path_factory):
+    """The tiny LSTM run exported as a SavedModel (once per session)."""
+    if "serving_saved" not in _CACHE:
+        from keras_seq.export.saved_model import export_saved_model
+
+        run = trained_run(tmp_path_factory)
+        out = tmp_path_factory.mktemp("serving_saved") / "sm"
+        export_saved_model(run, out, printer=lambda *a: None)
+        _CACHE["serving_saved"] = out
+    return _CACHE["serving_saved"]
+
+
+def model_base(tmp_path_factory, names=("lm",)):
+    """A fresh model base with each name published as version 1."""
+    from keras_seq.serving.layout import publish_saved_model
+
+    base = tmp_path_factory.mktemp("models")
+    for name in names:
+        publish_saved_model(saved_model(tmp_path_factory), base, name, 1)
+    return base
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ThreadServer:
+    """uvicorn serving :func:`create_app` in a background thread of this process."""
+
+    def __init__(self, config):
+        import uvicorn
+
+        from keras_seq.serving.app import create_app
+
+        config.port = config.port if config.port != 8501 else free_port()
+        self.config = config
+        self.url = f"http://127.0.0.1:{config.port}"
+        self.app = create_app(config, printer=lambda *a: None)
+        self.server = uvicorn.Server(uvicorn.Config(
+            self.app, host="127.0.0.1", port=config.port, log_level="warning",
+            access_log=False, lifespan="on", timeout_graceful_shutdown=5))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        wait_healthy(self.url, timeout=60)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+
+
+def wait_healthy(url: str, timeout: float = 60, proc=None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}: "
+                               f"{proc.stdout.read() if proc.stdout else ''}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url} did not become healthy within {timeout} s")
+
+
+def serve_subprocess(base, *extra, port=None, env=None):
+    """`keras-seq serve` as a subprocess on a free loopback port; returns (proc, url)."""
+    port = port or free_port()
+    cmd = [sys.executable, "-m", "keras_seq.cli", "serve", "--model-base", str(base),
+           "--port", str(port), *map(str, extra)]
+    full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, timeout=90, proc=proc)
+    except Exception:
+        proc.kill()
+        proc.wait(10)
+        raise
+    return proc, url
+
+
+def stop(proc, timeout: float = 30) -> int:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return proc.returncode

@@ -1,0 +1,155 @@
+"""Errors and limits over HTTP: TF Serving's {"error": ...} with the right 4xx status."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from test_serving_common import ThreadServer, model_base
+
+from keras_seq.serving.app import ServeConfig
+from keras_seq.serving.codec import Limits
+
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    config = ServeConfig(str(model_base(tmp_path_factory)), poll_interval=0,
+                         max_body_bytes=20_000, batch_timeout_ms=1.0,
+                         limits=Limits(max_instances=4, max_text_length=50,
+                                       max_generated_tokens=8))
+    with ThreadServer(config) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def token_server(tmp_path_factory):
+    config = ServeConfig(str(model_base(tmp_path_factory)), poll_interval=0, token=TOKEN)
+    with ThreadServer(config) as srv:
+        yield srv
+
+
+def predict(server, body, path="/v1/models/lm:predict", raw=None, headers=None):
+    content = raw if raw is not None else json.dumps(body)
+    return httpx.post(server.url + path, content=content, timeout=30,
+                      headers={"Content-Type": "application/json", **(headers or {})})
+
+
+def expect(r, status, fragment):
+    assert r.status_code == status, (r.status_code, r.text)
+    assert r.headers["content-type"].startswith("application/json")
+    body = r.json()
+    assert set(body) == {"error"} and fragment in body["error"], body
+
+
+def test_unknown_model_version_signature(server):
+    expect(predict(server, {"instances": ["a"]}, "/v1/models/nope:predict"), 404,
+           "Servable not found for request: Latest(nope)")
+    expect(predict(server, {"instances": ["a"]}, "/v1/models/lm/versions/9:predict"), 404,
+           "Specific(lm, 9)")
+    expect(httpx.get(server.url + "/v1/models/nope"), 404, "Could not find any versions")
+    expect(httpx.get(server.url + "/v1/models/lm/versions/9"), 404, "version 9")
+    expect(httpx.get(server.url + "/v1/models/lm/versions/x"), 400, "version")
+    expect(httpx.get(server.url + "/v1/models/nope/metadata"), 404, "Servable not found")
+    expect(predict(server, {"signature_name": "nope", "instances": ["a"]}), 400,
+           'Serving signature name: "nope" not found')
+    expect(httpx.get(server.url + "/v1/models/lm:classify"), 404, "Could not find")
+    expect(predict(server, {}, "/v1/models/lm:regress"), 405, "Method Not Allowed")
+    expect(httpx.get(server.url + "/etc/passwd"), 404, "no such endpoint")
+
+
+def test_malformed_json_and_request_shape(server):
+    expect(predict(server, None, raw=b"{not json"), 400, "JSON Parse error")
+    expect(predict(server, None, raw=b"\xff\xfe"), 400, "JSON Parse error")
+    expect(predict(server, None, raw=b"[" * 5000 + b"]" * 5000), 400, "")
+    expect(predict(server, ["a"]), 400, "JSON object")
+    expect(predict(server, {"instances": ["a"], "inputs": ["a"]}), 400, "exactly one")
+    expect(predict(server, {"signature_name": "score"}), 400, "exactly one")
+    expect(predict(server, {"instances": []}), 400, "non-empty")
+    expect(predict(server, {"instances": ["a"], "extra": 1}), 400, "unexpected key")
+    expect(predict(server, {"signature_name": 3, "instances": ["a"]}), 400, "must be a string")
+    # a lone surrogate echoed in the message must not break the JSON encoder
+    expect(predict(server, None, raw=b'{"signature_name": "\\ud800", "instances": ["a"]}'),
+           400, "not found")
+    for body in (b'{"instances": ["the \\ud800 cat"]}',
+                 b'{"signature_name": "next_tokens", "inputs": {"text": ["\\udfff"], "k": 2}}'):
+        assert predict(server, None, raw=body).status_code in (200, 400)
+
+
+def test_wrong_types_and_shapes(server):
+    expect(predict(server, {"instances": [1, 2]}), 400, "expects strings")
+    expect(predict(server, {"instances": [["a"], ["b"]]}), 400, "shape [2, 1]")
+    expect(predict(server, {"inputs": "a"}), 400, "shape []")
+    expect(predict(server, {"inputs": [["a", "b"], ["c"]]}), 400, "ragged")
+    nt = {"signature_name": "next_tokens"}
+    expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": "3"}}), 400, "integers")
+    expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": 2.5}}), 400, "integers")
+    expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": True}}), 400, "integers")
+    expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": [3]}}), 400, "shape [1]")
+    expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": 2**40}}), 400, "out of range")
+    expect(predict(server, {**nt, "inputs": {"text": ["a"]}}), 400, "expects ['k', 'text']")
+    expect(predict(server, {**nt, "instances": [{"text": "a", "k": 1}, {"text": "b", "k": 2}]}),
+           400, "same value")
+    expect(predict(server, {**nt, "instances": ["a"]}), 400, "named inputs")
+    expect(predict(server, {"instances": [{"b64": "!!!"}]}), 400, "base64")
+    step = {"signature_name": "step", "instances": [{"token": 10**6, "h0": [0.0] * 12,
+                                                      "c0": [0.0] * 12}]}
+    expect(predict(server, step), 400, "")  # token id out of the vocabulary
+    step["instances"][0]["token"] = 1
+    step["instances"][0]["h0"] = [0.0] * 3
+    expect(predict(server, step), 400, "shape [1, 3]")
+
+
+def test_limits(server):
+    expect(predict(server, None, raw=json.dumps({"instances": ["a" * 30_000]})), 413,
+           "larger than the limit")
+    expect(predict(server, {"instances": ["a"] * 5}), 400, "more than the limit of 4")
+    expect(predict(server, {"inputs": ["a"] * 5}), 400, "more than the limit of 4")
+    expect(predict(server, {"instances": ["a" * 51]}), 400, "longer than the limit of 50")
+    gen = {"signature_name": "generate", "inputs": {"prompt": ["a"], "max_tokens": 9,
+                                                    "temperature": 1.0, "top_k": 0,
+                                                    "seed": 1}}
+    expect(predict(server, gen), 400, "between 1 and 8")
+    gen["inputs"]["max_tokens"] = 8
+    assert predict(server, gen).status_code == 200
+    gen["inputs"]["temperature"] = float("nan")
+    expect(predict(server, None, raw=json.dumps(gen)), 400, "temperature")
+
+
+def test_chunked_oversized_body_is_413(server):
+    def chunks():
+        for _ in range(30):
+            yield b" " * 1000
+
+    r = httpx.post(server.url + "/v1/models/lm:predict", content=chunks(), timeout=30)
+    expect(r, 413, "larger than the limit")
+
+
+def test_server_still_answers_after_errors(server):
+    r = predict(server, {"instances": ["the cat"]})
+    assert r.status_code == 200
+
+
+def test_bearer_token(token_server):
+    url = token_server.url
+    expect(httpx.get(url + "/v1/models/lm"), 401, "bearer token")
+    r = httpx.get(url + "/v1/models/lm", headers={"Authorization": "Bearer wrong"})
+    expect(r, 401, "bearer token")
+    assert r.headers["www-authenticate"] == "Bearer"
+    expect(httpx.post(url + "/v1/models/lm:predict", json={"instances": ["a"]}), 401, "bearer")
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert httpx.get(url + "/v1/models/lm", headers=auth).status_code == 200
+    r = httpx.post(url + "/v1/models/lm:predict", json={"instances": ["a"]}, headers=auth)
+    assert r.status_code == 200
+    assert httpx.get(url + "/healthz").status_code == 200  # liveness needs no token
+
+
+def test_request_timeout_is_504(tmp_path_factory):
+    # the call waits 3 s in the batcher, past a 0.3 s per-request deadline
+    config = ServeConfig(str(model_base(tmp_path_factory)), poll_interval=0,
+                         batch_timeout_ms=3000, request_timeout_s=0.3)
+    with ThreadServer(config) as srv:
+        expect(predict(srv, {"instances": ["the cat"]}), 504, "Deadline exceeded")
+        assert httpx.get(srv.url + "/healthz").status_code == 200
