@@ -337,10 +337,13 @@ def train_lm(config: LMConfig, run_dir: str | Path, resume: bool = False,
         if config.max_steps_per_epoch:
             xs, ys, ws = (v[: config.max_steps_per_epoch] for v in (xs, ys, ws))
         steps = len(xs)
-        fit_data = {"x": _padded_dataset(xs, ys, ws).repeat(), "steps_per_epoch": steps}
+        fit_data = {"x": _padded_dataset(xs, ys, ws).repeat(), "steps_per_epoch": steps,
+                    "shuffle": False}
         validation = None
         if len(val_ids) > 2:
-            validation = _padded_dataset(*_full_bptt_data(val_ids, tokenizer.eos_id, B))
+            val_batches = _full_bptt_data(val_ids, tokenizer.eos_id, B)
+            validation = _padded_dataset(*val_batches).repeat()
+            fit_data["validation_steps"] = len(val_batches[0])
 
     if resume:
         model = keras.saving.load_model(run_dir / "checkpoints" / "last.keras")
