@@ -30,7 +30,7 @@ DEMO_OUT ?= runs/pipeline
 demo: $(STAMP)
 	$(BIN)/keras-seq data stats --data python-docs --tokenizer word
 	$(BIN)/keras-seq pipeline --data python-docs --out $(DEMO_OUT) --minutes 10
-	printf 'the built-in function\n/gen 12 the list\n' | \
+	printf 'the built-in function\nthe list\n/gen 12\n' | \
 	    $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite --lines
 	@echo "Try it yourself: $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite"
 
