@@ -142,3 +142,21 @@ def test_bad_input_is_clear(tmp_path, corpus_file, capsys):
     assert "too short" in capsys.readouterr().err
     assert main(["eval", "lm", "--run-dir", str(tmp_path / "missing")]) == 2
     assert "not a keras-seq run directory" in capsys.readouterr().err
+
+
+def test_compare_runs_with_an_ngram_and_refuse_other_tokens(tmp_path, corpus_file, capsys):
+    run = tmp_path / "run"
+    train_lm(tiny_config(corpus_file, epochs=1), run, verbose=0)
+    same = tmp_path / "kn.arpa"
+    other = tmp_path / "kn-min2.arpa"
+    assert main(["ngram", "train", "--data", corpus_file, "--order", "2", "--out", str(same)]) == 0
+    assert main(["ngram", "train", "--data", corpus_file, "--order", "2", "--min-count", "2",
+                 "--out", str(other)]) == 0
+    capsys.readouterr()
+    assert main(["compare", "--runs", str(run), "--ngram", str(same), "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert [r["model"].split()[0] for r in table["rows"]] == ["lstm", "kn"]
+    assert all(np.isfinite(r["ppl"]) for r in table["rows"])
+    # a vocabulary with min-count 2 counts different tokens: the comparison is refused
+    assert main(["compare", "--runs", str(run), "--ngram", str(other)]) == 2
+    assert "not comparable" in capsys.readouterr().err

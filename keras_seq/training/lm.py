@@ -90,7 +90,8 @@ def fingerprint(tokenizer, corpus, split: str) -> dict:
 
 
 def _full_bptt_data(ids: np.ndarray, eos_id: int, batch_size: int, bptt_cap: int = 400):
-    """Whole lines as padded sequences (stateless full BPTT): ``(x, y, sample_weight)``."""
+    """Whole lines (at most ``bptt_cap`` + 1 tokens each) as padded batches for stateless
+    full BPTT: lists of ``x``, ``y`` and ``sample_weight`` arrays, one entry per batch."""
     cuts = np.flatnonzero(ids == eos_id) + 1
     lines = [line for line in np.split(ids, cuts) if len(line) >= 2]
     lines = [line[: bptt_cap + 1] for line in lines]
