@@ -182,7 +182,11 @@ def generate_tokens(model: RecurrentLM, tokenizer, prompt: str, max_tokens: int,
         prompt_ids = np.array([start], np.int32)
     runner = runner or model.clone_for_batch(1, stateful=True)
     reset_recurrent_states(runner)
-    step = tf.function(lambda x: runner(x, training=False)[:, -1, :], reduce_retracing=True)
+
+    @tf.function(reduce_retracing=True, autograph=False)
+    def step(x):
+        return runner(x, training=False)[:, -1, :]  # (1, V) logits of the next token
+
     logits = step(prompt_ids[None]).numpy()[0]
     out = []
     for _ in range(max_tokens):
