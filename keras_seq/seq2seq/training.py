@@ -440,10 +440,7 @@ def train_seq2seq(config: Seq2SeqConfig, run_dir, resume: bool = False, verbose:
         raise KerasSeqError(f"task {config.task} has no usable training pairs")
 
     if resume:
-        model = keras.saving.load_model(run_dir / "checkpoints" / "last.keras")
-        state = json.loads((run_dir / "state.json").read_text())
-        initial_epoch = int(state["epochs_done"])
-        cb.restore_seed_generator_states(model, state.get("rng_states", []))
+        model, initial_epoch = cb.resume_from_checkpoint(run_dir)
     else:
         model = build_model(config, src_tok.vocab_size, tgt_tok.vocab_size)
         initial_epoch = 0

@@ -214,6 +214,16 @@ def restore_seed_generator_states(model, states: list) -> None:
         sg.state.assign(np.asarray(state, dtype=sg.state.dtype))
 
 
+def resume_from_checkpoint(run_dir: str | Path):
+    """``(model, epochs_done)`` from what :class:`RunCheckpoint` wrote: the last model with its
+    optimizer, and the dropout RNG states put back so training continues exactly."""
+    run_dir = Path(run_dir)
+    model = keras.saving.load_model(run_dir / "checkpoints" / "last.keras")
+    state = json.loads((run_dir / "state.json").read_text())
+    restore_seed_generator_states(model, state.get("rng_states", []))
+    return model, int(state["epochs_done"])
+
+
 class RunCheckpoint(keras.callbacks.Callback):
     """Save ``checkpoints/last.keras`` (weights + optimizer) and ``state.json`` each epoch.
 

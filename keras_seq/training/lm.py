@@ -351,10 +351,7 @@ def train_lm(config: LMConfig, run_dir: str | Path, resume: bool = False,
             fit_data["validation_steps"] = len(val_batches[0])
 
     if resume:
-        model = keras.saving.load_model(run_dir / "checkpoints" / "last.keras")
-        state = json.loads((run_dir / "state.json").read_text())
-        initial_epoch = int(state["epochs_done"])
-        cb.restore_seed_generator_states(model, state.get("rng_states", []))
+        model, initial_epoch = cb.resume_from_checkpoint(run_dir)
     else:
         model = build_model(config, tokenizer.vocab_size)
         initial_epoch = 0
