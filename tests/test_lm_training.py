@@ -81,11 +81,16 @@ def test_train_eval_generate_end_to_end(tmp_path, corpus_file, capsys):
         train_lm(tiny_config(corpus_file), run, verbose=0)
 
 
-def test_resume_ends_with_the_same_weights(tmp_path, corpus_file):
-    config = tiny_config(corpus_file, epochs=3, dropout=0.2)
+@pytest.mark.parametrize("regularizers", [
+    {"dropout": 0.2},
+    {"dropout": 0.2, "variational_dropout": True, "embed_dropout": 0.1, "weight_dropout": 0.3},
+], ids=["dropout", "awd"])
+def test_resume_ends_with_the_same_weights(tmp_path, corpus_file, regularizers):
+    config = tiny_config(corpus_file, epochs=3, **regularizers)
     train_lm(config, tmp_path / "straight", verbose=0)
     # "interrupted" run: stops after one epoch, then resumes to three
-    train_lm(tiny_config(corpus_file, epochs=1, dropout=0.2), tmp_path / "resumed", verbose=0)
+    train_lm(tiny_config(corpus_file, epochs=1, **regularizers), tmp_path / "resumed",
+             verbose=0)
     train_lm(config, tmp_path / "resumed", resume=True, verbose=0)
     a = keras.saving.load_model(tmp_path / "straight/checkpoints/last.keras").get_weights()
     b = keras.saving.load_model(tmp_path / "resumed/checkpoints/last.keras").get_weights()

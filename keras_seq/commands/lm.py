@@ -35,6 +35,11 @@ def add_lm_config_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--num-layers", type=int)
     g.add_argument("--dropout", type=float, help="dropout = 1 − keep_prob")
     g.add_argument("--tie-weights", action="store_true", default=None)
+    g.add_argument("--variational-dropout", action="store_true", default=None,
+                   help="one --dropout mask per sequence (locked), not one per step")
+    g.add_argument("--embed-dropout", type=float, help="drop whole word types from the input")
+    g.add_argument("--weight-dropout", type=float,
+                   help="DropConnect on the recurrent kernels (weight drop)")
     g.add_argument("--init-scale", type=float, help="uniform(−s, s) init of every weight")
     g = parser.add_argument_group("optimisation")
     g.add_argument("--bptt", type=int, help="truncation length τ (default 35)")

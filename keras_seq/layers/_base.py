@@ -80,6 +80,7 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
         dropout=0.0,
         recurrent_dropout=0.0,
         seed=None,
+        weight_dropout=0.0,
         **kwargs,
     ):
         if not isinstance(units, int) or isinstance(units, bool) or units <= 0:
@@ -87,7 +88,9 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
                 f"{type(self).__name__}: received units={units!r}; expected a positive "
                 "integer (the size of the hidden state), e.g. units=128."
             )
-        for name, rate in (("dropout", dropout), ("recurrent_dropout", recurrent_dropout)):
+        rates = (("dropout", dropout), ("recurrent_dropout", recurrent_dropout),
+                 ("weight_dropout", weight_dropout))
+        for name, rate in rates:
             if not 0.0 <= float(rate) < 1.0:
                 raise ValueError(
                     f"{type(self).__name__}: received {name}={rate!r}; expected a "
@@ -108,6 +111,7 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
         self.bias_constraint = constraints.get(bias_constraint)
         self.dropout = float(dropout)
         self.recurrent_dropout = float(recurrent_dropout)
+        self.weight_dropout = float(weight_dropout)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed=seed)
         self.output_size = units
@@ -166,9 +170,30 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
         bias = self._input_bias() if self.use_bias else None
         return x if bias is None else ops.add(x, bias)
 
-    def step_params(self):
-        """Tensors the recurrent step needs, read once per sequence (not per step)."""
-        return {"recurrent_kernel": read(self.recurrent_kernel)}
+    def step_params(self, training=False):
+        """Tensors the recurrent step needs, read once per sequence (not per step).
+
+        With ``weight_dropout`` and ``training``, the recurrent kernel is DropConnect-ed
+        (Wan et al. 2013; Merity et al. 2017's weight-dropped LSTM): one mask over
+        ``recurrent_kernel`` per sequence, shared by every timestep and batch row.
+        """
+        kernel = read(self.recurrent_kernel)
+        if training and self.weight_dropout > 0:
+            kernel = kernel * self.get_weight_dropout_mask()  # (U, G·U)
+        return {"recurrent_kernel": kernel}
+
+    def get_weight_dropout_mask(self):
+        """The cached ``recurrent_kernel`` mask (scaled by ``1/(1-rate)``), one per sequence."""
+        if getattr(self, "_weight_dropout_mask", None) is None:
+            ones = ops.ones_like(self.recurrent_kernel)
+            self._weight_dropout_mask = keras.random.dropout(
+                ones, rate=self.weight_dropout, seed=self.seed_generator)
+        return self._weight_dropout_mask
+
+    def reset_dropout_mask(self):
+        # keras.layers.RNN calls this after each sequence; the weight mask goes with it.
+        super().reset_dropout_mask()
+        self._weight_dropout_mask = None
 
     def recurrent_step(self, x_proj, states, params, rec_mask=None):
         """One step from projected inputs ``(B, G·U)``; returns ``(output, new_states)``."""
@@ -195,7 +220,8 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
             inputs = inputs * dp_mask
         x_proj = self.project_inputs(inputs)  # (B, G·U)
         rec_mask = rec_mask if training else None
-        return self.recurrent_step(x_proj, list(states), self.step_params(), rec_mask)
+        params = self.step_params(training=training)
+        return self.recurrent_step(x_proj, list(states), params, rec_mask)
 
     def get_initial_state(self, batch_size=None):
         sizes = self.state_size if isinstance(self.state_size, (list, tuple)) else [self.state_size]
@@ -250,7 +276,7 @@ class FastRNN(keras.layers.RNN):
         rec_mask = None
         if training and cell.recurrent_dropout > 0:
             rec_mask = cell.get_recurrent_dropout_mask(initial_state[0])  # (B, U)
-        params = cell.step_params()
+        params = cell.step_params(training=training)
         if mask is None and rec_mask is None and not self.unroll and cell.supports_fused():
             # Time-major before projecting: moving (B, T, D) is cheaper than (B, T, G·U).
             seq_t = tf.transpose(sequences, [1, 0, 2])  # (T, B, D)

@@ -38,6 +38,7 @@ _CELL_ARGS = (
     "recurrent_dropout",
     "reset_after",
     "seed",
+    "weight_dropout",
 )
 
 
@@ -68,6 +69,9 @@ class GRUCell(BaseCell):
         reset_after: Apply the reset gate after the recurrent matmul (Keras
             and cuDNN default, ``True``) or before it (the original paper).
         seed: Random seed for dropout.
+        weight_dropout: DropConnect on ``recurrent_kernel`` (one mask per sequence,
+            Merity et al. 2017's weight drop); a regulariser for small corpora.
+            Default 0.
 
     Call arguments:
         inputs: ``(batch, features)``, one timestep.
@@ -106,9 +110,9 @@ class GRUCell(BaseCell):
     def _input_bias(self):
         return self.bias[0] if self.reset_after else self.bias
 
-    def step_params(self):
-        rk = read(self.recurrent_kernel)
-        params = {"recurrent_kernel": rk}
+    def step_params(self, training=False):
+        params = super().step_params(training=training)
+        rk = params["recurrent_kernel"]  # (U, 3U), DropConnect-ed when training
         if self.reset_after and self.use_bias:
             params["recurrent_bias"] = read(self.bias)[1]
         if not self.reset_after:
@@ -168,7 +172,7 @@ class GRU(FastRNN):
         recurrent_initializer, bias_initializer, kernel_regularizer,
         recurrent_regularizer, bias_regularizer, kernel_constraint,
         recurrent_constraint, bias_constraint, dropout, recurrent_dropout,
-        reset_after, seed: as in :class:`GRUCell`.
+        reset_after, seed, weight_dropout: as in :class:`GRUCell`.
         return_sequences: Return the whole output sequence. Default ``False``.
         return_state: Also return the final state. Default ``False``.
         go_backwards: Process the sequence backwards (outputs come reversed).
@@ -212,6 +216,7 @@ class GRU(FastRNN):
         dropout=0.0,
         recurrent_dropout=0.0,
         seed=None,
+        weight_dropout=0.0,
         return_sequences=False,
         return_state=False,
         go_backwards=False,
@@ -238,6 +243,7 @@ class GRU(FastRNN):
             recurrent_dropout=recurrent_dropout,
             reset_after=reset_after,
             seed=seed,
+            weight_dropout=weight_dropout,
             dtype=kwargs.get("dtype"),
             trainable=kwargs.get("trainable", True),
             name="gru_cell",

@@ -39,6 +39,7 @@ _CELL_ARGS = (
     "dropout",
     "recurrent_dropout",
     "seed",
+    "weight_dropout",
     "coupled_input_forget",
 )
 
@@ -71,6 +72,9 @@ class LSTMCell(BaseCell):
         recurrent_dropout: Fraction of ``h_{t-1}`` to drop in the recurrent
             matmul (one mask per sequence). Default 0.
         seed: Random seed for dropout.
+        weight_dropout: DropConnect on ``recurrent_kernel`` (one mask per sequence,
+            Merity et al. 2017's weight drop); a regulariser for small corpora.
+            Default 0.
         coupled_input_forget: CIFG variant, ``i_t = 1 - f_t``. Default ``False``.
 
     Call arguments:
@@ -164,7 +168,8 @@ class LSTM(FastRNN):
         kernel_initializer, recurrent_initializer, bias_initializer,
         kernel_regularizer, recurrent_regularizer, bias_regularizer,
         kernel_constraint, recurrent_constraint, bias_constraint, dropout,
-        recurrent_dropout, seed, coupled_input_forget: as in :class:`LSTMCell`.
+        recurrent_dropout, seed, weight_dropout, coupled_input_forget: as in
+        :class:`LSTMCell`.
         return_sequences: Return the whole output sequence. Default ``False``.
         return_state: Also return the final ``h`` and ``c``. Default ``False``.
         go_backwards: Process the sequence backwards (outputs come reversed).
@@ -211,6 +216,7 @@ class LSTM(FastRNN):
         dropout=0.0,
         recurrent_dropout=0.0,
         seed=None,
+        weight_dropout=0.0,
         coupled_input_forget=False,
         return_sequences=False,
         return_state=False,
@@ -237,6 +243,7 @@ class LSTM(FastRNN):
             dropout=dropout,
             recurrent_dropout=recurrent_dropout,
             seed=seed,
+            weight_dropout=weight_dropout,
             coupled_input_forget=coupled_input_forget,
             dtype=kwargs.get("dtype"),
             trainable=kwargs.get("trainable", True),

@@ -24,6 +24,7 @@ _CELL_ARGS = (
     "dropout",
     "recurrent_dropout",
     "seed",
+    "weight_dropout",
 )
 
 
@@ -54,6 +55,9 @@ class SimpleRNNCell(BaseCell):
         recurrent_dropout: Fraction of the previous state to drop in the
             recurrent matmul (one mask per sequence). Default 0.
         seed: Random seed for dropout.
+        weight_dropout: DropConnect on ``recurrent_kernel`` (one mask per sequence,
+            Merity et al. 2017's weight drop); a regulariser for small corpora.
+            Default 0.
 
     Call arguments:
         inputs: ``(batch, features)``, one timestep.
@@ -106,7 +110,7 @@ class SimpleRNN(FastRNN):
         use_bias, kernel_initializer, recurrent_initializer, bias_initializer,
         kernel_regularizer, recurrent_regularizer, bias_regularizer,
         kernel_constraint, recurrent_constraint, bias_constraint, dropout,
-        recurrent_dropout, seed: as in :class:`SimpleRNNCell`.
+        recurrent_dropout, seed, weight_dropout: as in :class:`SimpleRNNCell`.
         return_sequences: Return the whole output sequence instead of the last
             output. Default ``False``.
         return_state: Also return the final state. Default ``False``.
@@ -152,6 +156,7 @@ class SimpleRNN(FastRNN):
         dropout=0.0,
         recurrent_dropout=0.0,
         seed=None,
+        weight_dropout=0.0,
         return_sequences=False,
         return_state=False,
         go_backwards=False,
@@ -175,6 +180,7 @@ class SimpleRNN(FastRNN):
             dropout=dropout,
             recurrent_dropout=recurrent_dropout,
             seed=seed,
+            weight_dropout=weight_dropout,
             dtype=kwargs.get("dtype"),
             trainable=kwargs.get("trainable", True),
             name="simple_rnn_cell",

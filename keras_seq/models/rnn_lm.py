@@ -55,6 +55,12 @@ class RecurrentLM(BuildByCalling, keras.Model):
         cell: ``"rnn"``, ``"gru"`` or ``"lstm"`` (keras-seq layers); ``"keras-lstm"`` etc.
             use Keras's built-ins for comparison.
         dropout: dropout on the embeddings, between layers and before the output (Zaremba).
+        variational_dropout: use one ``dropout`` mask per sequence for those three places
+            ("locked" dropout, Gal & Ghahramani 2016) instead of a fresh mask per step.
+        embed_dropout: drop whole word types from the input embedding for a batch (every
+            occurrence of a dropped word becomes a zero vector; Gal & Ghahramani 2016).
+        weight_dropout: DropConnect on each layer's ``recurrent_kernel`` (Merity et al.
+            2017); the mask is shared by all timesteps of a batch.
         tie_weights: share the embedding matrix with the output layer (needs
             ``embed_dim == units``).
         stateful: carry the recurrent state from batch to batch (truncated BPTT); the
@@ -77,7 +83,9 @@ class RecurrentLM(BuildByCalling, keras.Model):
     def __init__(self, vocab_size: int, embed_dim: int = 128, units: int = 256,
                  num_layers: int = 1, cell: str = "lstm", dropout: float = 0.0,
                  tie_weights: bool = False, stateful: bool = False,
-                 init_scale: float | None = None, unit_forget_bias: bool = True, **kwargs):
+                 init_scale: float | None = None, unit_forget_bias: bool = True,
+                 variational_dropout: bool = False, embed_dropout: float = 0.0,
+                 weight_dropout: float = 0.0, **kwargs):
         super().__init__(**kwargs)
         if cell not in CELLS:
             raise ValueError(f"unknown cell {cell!r}; expected one of {', '.join(CELLS)}")
@@ -88,10 +96,20 @@ class RecurrentLM(BuildByCalling, keras.Model):
             )
         if num_layers < 1:
             raise ValueError(f"num_layers must be ≥ 1, got {num_layers}")
+        for name, rate in (("dropout", dropout), ("embed_dropout", embed_dropout),
+                           ("weight_dropout", weight_dropout)):
+            if not 0.0 <= float(rate) < 1.0:
+                raise ValueError(f"{name} must be a fraction in [0, 1), got {rate!r}; "
+                                 "0 turns it off")
+        if weight_dropout and cell.startswith("keras-"):
+            raise ValueError(f"weight_dropout needs a keras-seq cell (rnn, gru, lstm), got "
+                             f"cell={cell!r}")
         self.vocab_size, self.embed_dim, self.units = vocab_size, embed_dim, units
         self.num_layers, self.cell, self.dropout = num_layers, cell, dropout
         self.tie_weights, self.stateful = tie_weights, stateful
         self.init_scale, self.unit_forget_bias = init_scale, unit_forget_bias
+        self.variational_dropout = variational_dropout
+        self.embed_dropout, self.weight_dropout = float(embed_dropout), float(weight_dropout)
 
         def init():
             if init_scale is None:
@@ -107,9 +125,16 @@ class RecurrentLM(BuildByCalling, keras.Model):
         rnn_kwargs = {"return_sequences": True, "stateful": stateful}
         if cell.endswith("lstm"):
             rnn_kwargs["unit_forget_bias"] = unit_forget_bias and init_scale is None
+        if weight_dropout:
+            rnn_kwargs["weight_dropout"] = weight_dropout
         self.rnns = [CELLS[cell](units, name=f"{cell}_{i}", **rnn_kwargs, **init())
                      for i in range(num_layers)]
-        self.drops = [layers.Dropout(dropout) for _ in range(num_layers + 1)]
+        # Locked dropout: the mask has shape (B, 1, features), shared over time.
+        noise_shape = (None, 1, None) if variational_dropout else None
+        self.drops = [layers.Dropout(dropout, noise_shape=noise_shape)
+                      for _ in range(num_layers + 1)]
+        if self.embed_dropout > 0:
+            self.embed_drop_seed = keras.random.SeedGenerator()
         if tie_weights:
             self.head = TiedLogits(self.embedding, name="logits")
         else:
@@ -121,6 +146,10 @@ class RecurrentLM(BuildByCalling, keras.Model):
 
     def call(self, inputs, training=None):
         x = self.embedding(inputs)  # (B, T, E)
+        if training and self.embed_dropout > 0:
+            keep = keras.random.dropout(ops.ones((self.vocab_size,)), self.embed_dropout,
+                                        seed=self.embed_drop_seed)  # (V,), 0 or 1/(1-p)
+            x = x * ops.expand_dims(ops.take(keep, inputs), -1)  # (B, T, E)
         x = self.drops[0](x, training=training)
         for rnn, drop in zip(self.rnns, self.drops[1:]):
             x = rnn(x, training=training)  # (B, T, U)
@@ -137,7 +166,8 @@ class RecurrentLM(BuildByCalling, keras.Model):
 
     def clone_for_batch(self, batch_size: int, stateful: bool = True) -> RecurrentLM:
         """A copy with the same weights built for a fixed ``batch_size`` (e.g. 1 to generate)."""
-        config = {**self.get_config(), "stateful": stateful, "dropout": 0.0}
+        config = {**self.get_config(), "stateful": stateful, "dropout": 0.0,
+                  "embed_dropout": 0.0, "weight_dropout": 0.0}
         clone = RecurrentLM.from_config(config)
         clone(ops.zeros((batch_size, 1), "int32"))
         clone.set_weights(self.get_weights())
@@ -185,7 +215,9 @@ class RecurrentLM(BuildByCalling, keras.Model):
                 "embed_dim": self.embed_dim, "units": self.units,
                 "num_layers": self.num_layers, "cell": self.cell, "dropout": self.dropout,
                 "tie_weights": self.tie_weights, "stateful": self.stateful,
-                "init_scale": self.init_scale, "unit_forget_bias": self.unit_forget_bias}
+                "init_scale": self.init_scale, "unit_forget_bias": self.unit_forget_bias,
+                "variational_dropout": self.variational_dropout,
+                "embed_dropout": self.embed_dropout, "weight_dropout": self.weight_dropout}
 
 
 def reset_recurrent_states(model) -> int:

@@ -33,6 +33,9 @@ class LMConfig:
     num_layers: int = 1
     dropout: float = 0.0  # 1 − keep_prob in the PTB tutorial
     tie_weights: bool = False
+    variational_dropout: bool = False  # one dropout mask per sequence (locked dropout)
+    embed_dropout: float = 0.0  # drop whole word types from the input embedding
+    weight_dropout: float = 0.0  # DropConnect on the recurrent kernels (weight drop)
     init_scale: float | None = None  # uniform(−s, s) init for every weight (PTB recipe)
     # optimisation
     bptt: int = 35  # truncation length τ
@@ -65,8 +68,9 @@ class LMConfig:
             problems.append(f"bptt_mode must be 'truncated' or 'full' (got {self.bptt_mode!r})")
         if self.optimizer not in ("sgd", "adam"):
             problems.append(f"optimizer must be 'sgd' or 'adam' (got {self.optimizer!r})")
-        if not 0 <= self.dropout < 1:
-            problems.append(f"dropout must be in [0, 1) (got {self.dropout})")
+        for name in ("dropout", "embed_dropout", "weight_dropout"):
+            if not 0 <= getattr(self, name) < 1:
+                problems.append(f"{name} must be in [0, 1) (got {getattr(self, name)})")
         if self.lr <= 0:
             problems.append(f"lr must be > 0 (got {self.lr})")
         if self.clip_norm is not None and self.clip_norm <= 0:

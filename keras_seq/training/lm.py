@@ -273,6 +273,8 @@ def build_model(config: LMConfig, vocab_size: int) -> RecurrentLM:
         vocab_size, embed_dim=config.embed_dim, units=config.units,
         num_layers=config.num_layers, cell=config.cell, dropout=config.dropout,
         tie_weights=config.tie_weights, stateful=stateful, init_scale=config.init_scale,
+        variational_dropout=config.variational_dropout, embed_dropout=config.embed_dropout,
+        weight_dropout=config.weight_dropout,
     )
     shape = (config.batch_size, config.bptt) if stateful else (1, config.bptt)
     model(np.zeros(shape, np.int32))
