@@ -12,6 +12,8 @@ def register(subparsers) -> None:
     p.add_argument("--data", default="tinyshakespeare")
     p.add_argument("--split-ratio", default="90/10", help="nanoGPT's 90/10 by default")
     p.add_argument("--tokenizer", default="word", choices=("word", "char", "subword"))
+    p.add_argument("--min-count", type=int, default=2,
+                   help="word vocabulary cut-off; 2 puts <unk> in training (1 leaves it unseen)")
     p.add_argument("--cells", default="rnn,gru,lstm", help="comma-separated")
     p.add_argument("--minutes", type=float, default=60.0, help="training budget per model")
     p.add_argument("--budget", type=int, default=None,
@@ -23,6 +25,14 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=20)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--tie-weights", action="store_true")
+    p.add_argument("--variational-dropout", action="store_true",
+                   help="one --dropout mask per sequence (locked dropout)")
+    p.add_argument("--embed-dropout", type=float, default=0.0,
+                   help="drop whole word types from the input embedding")
+    p.add_argument("--weight-dropout", type=float, default=0.0,
+                   help="DropConnect on the recurrent kernels")
+    p.add_argument("--lr-decay", type=float, default=1.0, help="per-epoch lr factor")
+    p.add_argument("--decay-start", type=int, default=1, help="epochs at full lr")
     p.add_argument("--kn-order", type=int, default=5)
     p.add_argument("--max-steps-per-epoch", type=int, default=None, help="for smoke tests")
     add_json_arg(p)
@@ -34,10 +44,14 @@ def run(args) -> int:
 
     out = run_bench(
         args.out, data=args.data, split_ratio=args.split_ratio, tokenizer=args.tokenizer,
+        min_count=args.min_count,
         cells=tuple(c.strip() for c in args.cells.split(",") if c.strip()),
         minutes=args.minutes, budget=args.budget, embed_dim=args.embed_dim,
         num_layers=args.num_layers, dropout=args.dropout, bptt=args.bptt,
         batch_size=args.batch_size, lr=args.lr, tie_weights=args.tie_weights,
+        variational_dropout=args.variational_dropout, embed_dropout=args.embed_dropout,
+        weight_dropout=args.weight_dropout, lr_decay=args.lr_decay,
+        decay_start=args.decay_start,
         kn_order=args.kn_order, max_steps_per_epoch=args.max_steps_per_epoch,
         verbose=0 if args.json else 2,
     )
