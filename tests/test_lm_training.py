@@ -158,10 +158,23 @@ def test_compare_runs_with_an_ngram_and_refuse_other_tokens(tmp_path, corpus_fil
     assert main(["ngram", "train", "--data", corpus_file, "--order", "2", "--min-count", "2",
                  "--out", str(other)]) == 0
     capsys.readouterr()
-    assert main(["compare", "--runs", str(run), "--ngram", str(same), "--json"]) == 0
+    png = tmp_path / "curves.png"
+    assert main(["compare", "--runs", str(run), "--ngram", str(same), "--json",
+                 "--plot", str(png)]) == 0
     table = json.loads(capsys.readouterr().out)
+    assert png.stat().st_size > 1000 and table["plot"] == str(png)
     assert [r["model"].split()[0] for r in table["rows"]] == ["lstm", "kn"]
     assert all(np.isfinite(r["ppl"]) for r in table["rows"])
     # a vocabulary with min-count 2 counts different tokens: the comparison is refused
     assert main(["compare", "--runs", str(run), "--ngram", str(other)]) == 2
     assert "not comparable" in capsys.readouterr().err
+
+
+def test_unseen_unk_warning():
+    from keras_seq.training.lm import unseen_unk_warning
+
+    train = np.array([2, 3, 4, 5] * 50)
+    val = np.array([2, 1, 3, 4] * 10)  # 25% <unk> (id 1)
+    assert "--min-count 2" in unseen_unk_warning(train, val, unk_id=1)
+    assert unseen_unk_warning(np.append(train, 1), val, unk_id=1) is None  # seen in training
+    assert unseen_unk_warning(train, np.array([2, 3, 4]), unk_id=1) is None  # no unknowns

@@ -110,6 +110,8 @@ def register(subparsers) -> None:
     p.add_argument("--runs", nargs="+", required=True, metavar="RUN_DIR")
     p.add_argument("--ngram", default=None, metavar="MODEL.arpa")
     p.add_argument("--split", default="val", choices=("val", "test"))
+    p.add_argument("--plot", default=None, metavar="PNG",
+                   help="also draw each run's train/val perplexity per epoch")
     add_json_arg(p)
     p.set_defaults(func=run_compare)
 
@@ -181,8 +183,18 @@ def run_compare(args) -> int:
     check_comparable(*results)
     rows = [{"model": r.model, "tokens": r.tokens, "nats": r.nats, "ppl": r.ppl}
             for r in results]
+    if args.plot:
+        from keras_seq.analysis.curves import plot_learning_curves
+
+        reference = {results[-1].model: results[-1].ppl} if args.ngram else None
+        plot_learning_curves(args.runs, args.plot, reference=reference,
+                             title="validation (solid) and training (dashed) perplexity "
+                                   "per epoch")
     if args.json:
-        print_json({"split": args.split, "fingerprint": results[0].fingerprint, "rows": rows})
+        print_json({"split": args.split, "fingerprint": results[0].fingerprint, "rows": rows,
+                    "plot": args.plot})
     else:
         print_table(rows)
+        if args.plot:
+            print(f"curves: {args.plot}")
     return 0
