@@ -86,16 +86,12 @@ def run_bench(
     batch_size: int = 20,
     lr: float = 2e-3,
     tie_weights: bool = False,
-    variational_dropout: bool = False,
-    embed_dropout: float = 0.0,
-    weight_dropout: float = 0.0,
-    lr_decay: float = 1.0,
-    decay_start: int = 1,
     kn_order: int = 5,
     max_steps_per_epoch=None,
     seed: int = 1234,
     verbose: int = 2,
     printer=print,
+    **lm_options,
 ) -> dict:
     """Train each cell for ``minutes`` at an equal parameter ``budget``; compare with KN.
 
@@ -104,6 +100,8 @@ def run_bench(
     ``<unk>`` and the neural models pay ~16 nats for every unknown validation word.
 
     ``budget`` defaults to the parameters of the LSTM with ``units = embed_dim``.
+    ``lm_options`` are further :class:`LMConfig` fields shared by every run (e.g.
+    ``weight_dropout=0.3``, ``lr_decay=0.85``).
     """
     from keras_seq.data.corpus import load_corpus
     from keras_seq.training.lm import evaluate_run, train_lm
@@ -125,14 +123,10 @@ def run_bench(
         epochs=1000,
         max_minutes=minutes,
         tie_weights=tie_weights,
-        variational_dropout=variational_dropout,
-        embed_dropout=embed_dropout,
-        weight_dropout=weight_dropout,
-        lr_decay=lr_decay,
-        decay_start=decay_start,
         max_steps_per_epoch=max_steps_per_epoch,
         seed=seed,
         histogram_freq=0,
+        **lm_options,
     )
     from keras_seq.data.tokenizers import make_tokenizer
 

@@ -109,6 +109,17 @@ def print_table(rows: list[dict], columns: list[str] | None = None, file=None) -
         print(line(row), file=file)
 
 
+def config_overrides(args, config_cls, base: dict) -> dict:
+    """``base`` updated with every ``config_cls`` field given on the command line (not None)."""
+    import dataclasses
+
+    for f in dataclasses.fields(config_cls):
+        value = getattr(args, f.name, None)
+        if value is not None:
+            base[f.name] = value
+    return base
+
+
 def group_parser(subparsers, name: str, help_text: str):
     """The sub-parsers of a command group such as ``train`` or ``eval``.
 

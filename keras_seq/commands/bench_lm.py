@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from keras_seq.commands._common import add_json_arg, print_json
+from keras_seq.commands.lm import add_lr_decay_args, add_regularizer_args
+
+# LMConfig fields the shared flags set; unset ones keep LMConfig's defaults.
+LM_OPTIONS = ("variational_dropout", "embed_dropout", "weight_dropout", "lr_decay", "decay_start")
 
 
 def register(subparsers) -> None:
@@ -25,14 +29,8 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=20)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--tie-weights", action="store_true")
-    p.add_argument("--variational-dropout", action="store_true",
-                   help="one --dropout mask per sequence (locked dropout)")
-    p.add_argument("--embed-dropout", type=float, default=0.0,
-                   help="drop whole word types from the input embedding")
-    p.add_argument("--weight-dropout", type=float, default=0.0,
-                   help="DropConnect on the recurrent kernels")
-    p.add_argument("--lr-decay", type=float, default=1.0, help="per-epoch lr factor")
-    p.add_argument("--decay-start", type=int, default=1, help="epochs at full lr")
+    add_regularizer_args(p)
+    add_lr_decay_args(p)
     p.add_argument("--kn-order", type=int, default=5)
     p.add_argument("--max-steps-per-epoch", type=int, default=None, help="for smoke tests")
     add_json_arg(p)
@@ -49,9 +47,7 @@ def run(args) -> int:
         minutes=args.minutes, budget=args.budget, embed_dim=args.embed_dim,
         num_layers=args.num_layers, dropout=args.dropout, bptt=args.bptt,
         batch_size=args.batch_size, lr=args.lr, tie_weights=args.tie_weights,
-        variational_dropout=args.variational_dropout, embed_dropout=args.embed_dropout,
-        weight_dropout=args.weight_dropout, lr_decay=args.lr_decay,
-        decay_start=args.decay_start,
+        **{name: getattr(args, name) for name in LM_OPTIONS if getattr(args, name) is not None},
         kn_order=args.kn_order, max_steps_per_epoch=args.max_steps_per_epoch,
         verbose=0 if args.json else 2,
     )

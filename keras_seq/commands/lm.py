@@ -3,17 +3,33 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
 from keras_seq.commands._common import (
     add_data_args,
     add_json_arg,
     add_tokenizer_args,
+    config_overrides,
     group_parser,
     print_json,
 )
 from keras_seq.training.config import PRESETS, LMConfig, preset
+
+
+def add_regularizer_args(group) -> None:
+    """The AWD-LSTM regularisers of LMConfig (default None: LMConfig's, i.e. off)."""
+    group.add_argument("--variational-dropout", action="store_true", default=None,
+                       help="one --dropout mask per sequence (locked), not one per step")
+    group.add_argument("--embed-dropout", type=float,
+                       help="drop whole word types from the input")
+    group.add_argument("--weight-dropout", type=float,
+                       help="DropConnect on the recurrent kernels (weight drop)")
+
+
+def add_lr_decay_args(group) -> None:
+    """The PTB learning-rate schedule of LMConfig (default None: no decay)."""
+    group.add_argument("--lr-decay", type=float, help="per-epoch decay once it starts (PTB)")
+    group.add_argument("--decay-start", type=int, help="epochs at full lr (PTB max_epoch)")
 
 
 def add_lm_config_args(parser: argparse.ArgumentParser) -> None:
@@ -35,11 +51,7 @@ def add_lm_config_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--num-layers", type=int)
     g.add_argument("--dropout", type=float, help="dropout = 1 − keep_prob")
     g.add_argument("--tie-weights", action="store_true", default=None)
-    g.add_argument("--variational-dropout", action="store_true", default=None,
-                   help="one --dropout mask per sequence (locked), not one per step")
-    g.add_argument("--embed-dropout", type=float, help="drop whole word types from the input")
-    g.add_argument("--weight-dropout", type=float,
-                   help="DropConnect on the recurrent kernels (weight drop)")
+    add_regularizer_args(g)
     g.add_argument("--init-scale", type=float, help="uniform(−s, s) init of every weight")
     g = parser.add_argument_group("optimisation")
     g.add_argument("--bptt", type=int, help="truncation length τ (default 35)")
@@ -49,8 +61,7 @@ def add_lm_config_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--epochs", type=int)
     g.add_argument("--optimizer", choices=("sgd", "adam"))
     g.add_argument("--lr", type=float)
-    g.add_argument("--lr-decay", type=float, help="per-epoch decay once it starts (PTB)")
-    g.add_argument("--decay-start", type=int, help="epochs at full lr (PTB max_epoch)")
+    add_lr_decay_args(g)
     g.add_argument("--clip-norm", type=float, help="global-norm clipping threshold θ")
     g.add_argument("--no-clip", action="store_true", help="turn gradient clipping off")
     g.add_argument("--max-steps-per-epoch", type=int)
@@ -64,10 +75,7 @@ def add_lm_config_args(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args) -> LMConfig:
     base = preset(args.preset).to_dict() if getattr(args, "preset", None) else LMConfig().to_dict()
-    for f in dataclasses.fields(LMConfig):
-        value = getattr(args, f.name, None)
-        if value is not None:
-            base[f.name] = value
+    base = config_overrides(args, LMConfig, base)
     if getattr(args, "no_clip", False):
         base["clip_norm"] = None
     return LMConfig.from_dict(base)

@@ -4,10 +4,15 @@ string → string SavedModel; ``keras-seq export`` belongs to the LM exporter)."
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
-from keras_seq.commands._common import add_json_arg, group_parser, print_json, print_table
+from keras_seq.commands._common import (
+    add_json_arg,
+    config_overrides,
+    group_parser,
+    print_json,
+    print_table,
+)
 
 
 def add_seq2seq_config_args(parser: argparse.ArgumentParser) -> None:
@@ -57,12 +62,8 @@ def add_seq2seq_config_args(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args):
     from keras_seq.seq2seq.training import Seq2SeqConfig
 
-    base = Seq2SeqConfig().to_dict()
-    for f in dataclasses.fields(Seq2SeqConfig):
-        value = getattr(args, f.name, None)
-        if value is not None:
-            base[f.name] = value
-    return Seq2SeqConfig.from_dict(base)
+    return Seq2SeqConfig.from_dict(config_overrides(args, Seq2SeqConfig,
+                                                    Seq2SeqConfig().to_dict()))
 
 
 def register(subparsers) -> None:

@@ -96,8 +96,8 @@ class RecurrentLM(BuildByCalling, keras.Model):
             )
         if num_layers < 1:
             raise ValueError(f"num_layers must be ≥ 1, got {num_layers}")
-        for name, rate in (("dropout", dropout), ("embed_dropout", embed_dropout),
-                           ("weight_dropout", weight_dropout)):
+        # weight_dropout is checked by the cells themselves.
+        for name, rate in (("dropout", dropout), ("embed_dropout", embed_dropout)):
             if not 0.0 <= float(rate) < 1.0:
                 raise ValueError(f"{name} must be a fraction in [0, 1), got {rate!r}; "
                                  "0 turns it off")
