@@ -145,7 +145,7 @@ def check_comparable(*results: PerplexityResult) -> None:
 
 def __getattr__(name):
     if name == "Perplexity":
-        from keras_seq.training.perplexity_metric import Perplexity
+        from keras_seq.keras_metrics import Perplexity
 
         return Perplexity
     raise AttributeError(f"module 'keras_seq.metrics' has no attribute {name!r}")

@@ -70,8 +70,9 @@ def run_pipeline(data: str = "python-docs", out="pipeline_out", minutes: float =
     from keras_seq.export.saved_model import export_saved_model
     from keras_seq.export.tflite import VARIANTS, best_demo_model, export_tflite
     from keras_seq.metrics import NotComparableError, check_comparable
-    from keras_seq.training.config import LMConfig
-    from keras_seq.training.lm import evaluate_run, train_lm
+    from keras_seq.tasks.lm.config import LMConfig
+    from keras_seq.tasks.lm.evaluation import evaluate_run
+    from keras_seq.tasks.lm.task import train_lm
 
     started = time.perf_counter()
     out = Path(out)

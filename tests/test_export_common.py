@@ -21,8 +21,8 @@ def trained_run(tmp_path_factory, cell: str = "lstm", num_layers: int = 1):
     """A run directory trained for a few steps (once per session and cell)."""
     key = (cell, num_layers)
     if key not in _CACHE:
-        from keras_seq.training.config import LMConfig
-        from keras_seq.training.lm import train_lm
+        from keras_seq.tasks.lm.config import LMConfig
+        from keras_seq.tasks.lm.task import train_lm
 
         root = tmp_path_factory.mktemp(f"run_{cell}_{num_layers}")
         data = root / "tiny.txt"

@@ -12,7 +12,7 @@ from test_export_common import trained_run
 
 from keras_seq.export.graphs import LMGraphs
 from keras_seq.export.saved_model import SIGNATURES, export_saved_model, signature_summary
-from keras_seq.training.lm import load_run
+from keras_seq.tasks.lm.evaluation import load_run
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,10 @@ import pytest
 from keras_seq.cli import main
 from keras_seq.errors import KerasSeqError
 from keras_seq.models import RecurrentLM
+from keras_seq.tasks.lm.config import LMConfig, preset
+from keras_seq.tasks.lm.evaluation import evaluate_stream
+from keras_seq.tasks.lm.task import train_lm
 from keras_seq.training import callbacks as cb
-from keras_seq.training.config import LMConfig, preset
-from keras_seq.training.lm import evaluate_stream, train_lm
 
 
 @pytest.fixture
@@ -171,7 +172,7 @@ def test_compare_runs_with_an_ngram_and_refuse_other_tokens(tmp_path, corpus_fil
 
 
 def test_unseen_unk_warning():
-    from keras_seq.training.lm import unseen_unk_warning
+    from keras_seq.tasks.lm.task import unseen_unk_warning
 
     train = np.array([2, 3, 4, 5] * 50)
     val = np.array([2, 1, 3, 4] * 10)  # 25% <unk> (id 1)

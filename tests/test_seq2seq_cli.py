@@ -61,7 +61,8 @@ def test_translate_and_bad_input(run_dir, tmp_path, capsys):
     assert main(["translate", "--run-dir", str(run_dir), "ab1"]) == 0
     assert "outside the vocabulary" in capsys.readouterr().err
     assert main(["translate", "--run-dir", str(tmp_path), "abc"]) == 2
-    assert "not a keras-seq seq2seq run directory" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "not a keras-seq run directory" in err and "`keras-seq train seq2seq`" in err
 
 
 def test_translate_export_round_trip(run_dir, tmp_path, capsys):

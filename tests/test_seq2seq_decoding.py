@@ -5,8 +5,8 @@ import tensorflow as tf
 from keras_seq.data.tokenizers import make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.seq2seq import Seq2Seq
-from keras_seq.seq2seq import decoding
-from keras_seq.seq2seq.export import export_saved_model
+from keras_seq.tasks.seq2seq import decoding
+from keras_seq.tasks.seq2seq.export import export_saved_model
 
 
 @pytest.fixture(scope="module")

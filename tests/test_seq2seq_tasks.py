@@ -4,7 +4,7 @@ import pytest
 
 from keras_seq.data import seq2seq_tasks as tasks
 from keras_seq.errors import DataError
-from keras_seq.seq2seq import metrics
+from keras_seq.tasks.seq2seq import metrics
 
 
 def test_date_generator_is_deterministic_and_correct():

@@ -393,8 +393,8 @@ def section_tbptt(out: Path, cfg: dict, seed: int, data: str, progress: bool,
     import shutil
 
     from keras_seq.analysis._common import pyplot
-    from keras_seq.training.config import LMConfig
-    from keras_seq.training.lm import train_lm
+    from keras_seq.tasks.lm.config import LMConfig
+    from keras_seq.tasks.lm.task import train_lm
 
     cfg = dict(cfg)
     taus = cfg.pop("taus")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from keras_seq.layers.params import count_params
 from keras_seq.metrics import check_comparable
-from keras_seq.training.config import LMConfig
+from keras_seq.tasks.lm.config import LMConfig
 
 
 def model_params(cell: str, vocab: int, embed: int, units: int, layers: int, tie: bool) -> int:
@@ -104,7 +104,8 @@ def run_bench(
     ``weight_dropout=0.3``, ``lr_decay=0.85``).
     """
     from keras_seq.data.corpus import load_corpus
-    from keras_seq.training.lm import evaluate_run, train_lm
+    from keras_seq.tasks.lm.evaluation import evaluate_run
+    from keras_seq.tasks.lm.task import train_lm
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -208,7 +208,7 @@ def run_serve_benchmark(saved_model=None, run_dir=None, seconds: float = 60.0,
 def format_report(report: dict) -> str:
     import io
 
-    from keras_seq.commands._common import print_table
+    from keras_seq.tables import print_table
 
     buf = io.StringIO()
     cols = ["clients", "requests", "errors", "req_per_s", "p50_ms", "p99_ms", "mean_batch",

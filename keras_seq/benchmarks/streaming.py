@@ -75,7 +75,7 @@ def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
     from keras_seq.export.saved_model import export_saved_model, load_step
     from keras_seq.export.tflite import VARIANTS, export_tflite
     from keras_seq.runtime.litert import LiteRTLM
-    from keras_seq.training.lm import corpus_for, load_run
+    from keras_seq.tasks.lm.evaluation import corpus_for, load_run
 
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     config, tokenizer, model = load_run(run_dir)
@@ -184,7 +184,7 @@ COLUMNS = ["runtime", "threads", "p50_us", "p95_us", "p99_us", "tokens_per_s", "
 def format_report(report: dict) -> str:
     import io
 
-    from keras_seq.commands._common import print_table
+    from keras_seq.tables import print_table
 
     buf = io.StringIO()
     m = report["model"]

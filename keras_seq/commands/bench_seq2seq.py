@@ -32,7 +32,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from keras_seq.seq2seq.bench import dates_bench, reversal_bench
+    from keras_seq.tasks.seq2seq.bench import dates_bench, reversal_bench
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     unknown = [t for t in tasks if t not in ("reverse", "dates")]
@@ -54,7 +54,7 @@ def run(args) -> int:
         out["dates"] = dates_bench(args.out, minutes=args.dates_minutes, seed=args.seed,
                                    fresh=args.fresh, verbose=verbose, printer=printer)
     if args.json:
-        from keras_seq.seq2seq.training import json_safe
+        from keras_seq.tasks.seq2seq.training import json_safe
 
         print_json(json_safe(out))
         return 0

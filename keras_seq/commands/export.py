@@ -42,7 +42,7 @@ def register(subparsers) -> None:
 
 
 def cmd_seq2seq(args) -> int:
-    from keras_seq.seq2seq.export import export_run
+    from keras_seq.tasks.seq2seq.export import export_run
 
     path = export_run(args.run_dir, args.out)
     print(f"wrote SavedModel {path}")

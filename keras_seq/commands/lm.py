@@ -13,7 +13,7 @@ from keras_seq.commands._common import (
     group_parser,
     print_json,
 )
-from keras_seq.training.config import PRESETS, LMConfig, preset
+from keras_seq.tasks.lm.config import PRESETS, LMConfig, preset
 
 
 def add_regularizer_args(group) -> None:
@@ -125,7 +125,7 @@ def register(subparsers) -> None:
 
 
 def run_train(args) -> int:
-    from keras_seq.training.lm import format_results, train_lm
+    from keras_seq.tasks.lm.task import format_results, train_lm
 
     config = config_from_args(args)
     results = train_lm(config, args.run_dir, resume=args.resume,
@@ -135,7 +135,7 @@ def run_train(args) -> int:
 
 
 def run_eval(args) -> int:
-    from keras_seq.training.lm import evaluate_run
+    from keras_seq.tasks.lm.evaluation import evaluate_run
 
     result = evaluate_run(args.run_dir, args.split)
     if args.json:
@@ -150,7 +150,7 @@ def run_eval(args) -> int:
 
 def run_generate(args) -> int:
     from keras_seq.sampling import make_sampler
-    from keras_seq.training.lm import generate_tokens, load_run, stream_to_stdout
+    from keras_seq.tasks.lm.evaluation import generate_tokens, load_run, stream_to_stdout
 
     _, tokenizer, model = load_run(args.run_dir)
     sampler = make_sampler(args.sampler, args.temperature, args.top_k, args.top_p)
@@ -183,7 +183,7 @@ def _evaluate_ngram_like(arpa_path: str, run_dir: str, split: str):
 def run_compare(args) -> int:
     from keras_seq.commands._common import print_table
     from keras_seq.metrics import check_comparable
-    from keras_seq.training.lm import evaluate_run
+    from keras_seq.tasks.lm.evaluation import evaluate_run
 
     results = [evaluate_run(run, args.split) for run in args.runs]
     if args.ngram:

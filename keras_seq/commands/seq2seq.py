@@ -60,7 +60,7 @@ def add_seq2seq_config_args(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args):
-    from keras_seq.seq2seq.training import Seq2SeqConfig
+    from keras_seq.tasks.seq2seq.training import Seq2SeqConfig
 
     return Seq2SeqConfig.from_dict(config_overrides(args, Seq2SeqConfig,
                                                     Seq2SeqConfig().to_dict()))
@@ -103,14 +103,14 @@ def register(subparsers) -> None:
 
 
 def run_train(args) -> int:
-    from keras_seq.seq2seq.training import format_results, train_seq2seq
+    from keras_seq.tasks.seq2seq.training import format_results, train_seq2seq
 
     config = config_from_args(args)
     printer = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     results = train_seq2seq(config, args.run_dir, resume=args.resume,
                             verbose=2 if args.quiet else 1, printer=printer)
     if args.json:
-        from keras_seq.seq2seq.training import json_safe
+        from keras_seq.tasks.seq2seq.training import json_safe
 
         print_json(json_safe(results))
     else:
@@ -119,13 +119,13 @@ def run_train(args) -> int:
 
 
 def run_eval(args) -> int:
-    from keras_seq.seq2seq.training import evaluate_run
+    from keras_seq.tasks.seq2seq.training import evaluate_run
 
     result = evaluate_run(args.run_dir, args.split, beam=args.beam,
                           length_penalty=args.length_penalty, plot_dir=args.plot,
                           limit=args.limit, progress=not args.json)
     if args.json:
-        from keras_seq.seq2seq.training import json_safe
+        from keras_seq.tasks.seq2seq.training import json_safe
 
         print_json(json_safe(result))
         return 0
@@ -145,8 +145,8 @@ def run_eval(args) -> int:
 
 
 def run_translate(args) -> int:
-    from keras_seq.seq2seq.decoding import translate
-    from keras_seq.seq2seq.training import load_run
+    from keras_seq.tasks.seq2seq.decoding import translate
+    from keras_seq.tasks.seq2seq.training import load_run
 
     if args.export:
         return run_export(args)
@@ -170,7 +170,7 @@ def run_translate(args) -> int:
 def run_export(args) -> int:
     import tensorflow as tf
 
-    from keras_seq.seq2seq.export import export_run
+    from keras_seq.tasks.seq2seq.export import export_run
 
     path = export_run(args.run_dir, args.export)
     print(f"SavedModel written to {path} (signature serving_default: text → translation)",

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from keras_seq.errors import DataError
+from keras_seq.runs import write_text_atomic
 
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
 FORMAT = "keras-seq-tokenizer"
@@ -190,7 +191,7 @@ class Tokenizer:
         path = Path(path)
         target = path if path.suffix == ".json" else path / FILENAME
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8")
+        write_text_atomic(target, json.dumps(self.to_dict(), ensure_ascii=False))
         return target
 
     # -- in-graph path --------------------------------------------------------------------

@@ -191,7 +191,7 @@ def _add_dynamic_sequence(graphs: LMGraphs) -> None:
 def export_saved_model(run_dir, out_dir, printer=print, model=None, tokenizer=None) -> Path:
     """Write the SavedModel of the run in ``run_dir`` to ``out_dir`` (replaced if present)."""
     if model is None:
-        from keras_seq.training.lm import load_run
+        from keras_seq.tasks.lm.evaluation import load_run
 
         _, tokenizer, model = load_run(run_dir)
     out_dir = Path(out_dir)

@@ -184,7 +184,7 @@ def representative_data(graphs: LMGraphs, ids, graph: str, info: dict, max_sampl
 
 def keras_log_probs(model, ids: np.ndarray) -> np.ndarray:
     """Keras reference: log-probs of every next token of ``ids`` from a zero state."""
-    from keras_seq.training.lm import evaluate_stream
+    from keras_seq.tasks.lm.evaluation import evaluate_stream
 
     return evaluate_stream(model, ids, bptt=64)[0]
 
@@ -259,7 +259,7 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
 
     Returns the manifest (also written to ``out_dir/manifest.json``).
     """
-    from keras_seq.training.lm import corpus_for, load_run
+    from keras_seq.tasks.lm.evaluation import corpus_for, load_run
 
     started = time.perf_counter()
     if model is None:

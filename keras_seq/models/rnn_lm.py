@@ -12,6 +12,7 @@ import tensorflow as tf
 from keras import layers, ops
 
 from keras_seq import layers as seq_layers
+from keras_seq.layers.state import reset_recurrent_states
 from keras_seq.models._build import BuildByCalling
 
 CELLS = {
@@ -218,16 +219,3 @@ class RecurrentLM(BuildByCalling, keras.Model):
                 "init_scale": self.init_scale, "unit_forget_bias": self.unit_forget_bias,
                 "variational_dropout": self.variational_dropout,
                 "embed_dropout": self.embed_dropout, "weight_dropout": self.weight_dropout}
-
-
-def reset_recurrent_states(model) -> int:
-    """Reset every stateful layer inside ``model`` (Keras 3 has no ``Model.reset_states``).
-
-    Returns the number of layers reset.
-    """
-    count = 0
-    for layer in model._flatten_layers(include_self=False, recursive=True):
-        if getattr(layer, "stateful", False) and hasattr(layer, "reset_state"):
-            layer.reset_state()
-            count += 1
-    return count

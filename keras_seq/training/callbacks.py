@@ -1,4 +1,4 @@
-"""Callbacks for language-model training with ``model.fit``.
+"""Callbacks for training with ``model.fit`` (used by :mod:`keras_seq.training.trainer`).
 
 * :class:`ResetStatesCallback` — truncated BPTT: zero every stateful layer at epoch start
   and around evaluation (Keras 3 has no ``Model.reset_states``).
@@ -9,18 +9,21 @@
 * :class:`TrainingDiagnostics` — the usual failures, said in words: loss stuck near
   ``ln|V|``, validation rising while training falls, sampled text collapsing into repeats.
 * :class:`RunCheckpoint` — saves the model (optimizer included) and the epoch each epoch.
+* :class:`TimeBudget` — stops training once a number of minutes has passed.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import keras
 import numpy as np
 
-from keras_seq.models.rnn_lm import reset_recurrent_states
+from keras_seq.layers.state import reset_recurrent_states
+from keras_seq.runs import write_json_atomic
 
 
 class ResetStatesCallback(keras.callbacks.Callback):
@@ -133,12 +136,16 @@ class TrainingDiagnostics(keras.callbacks.Callback):
         vocab_size: ``|V|``; a loss near ``ln|V|`` means the model predicts uniformly.
         sample_fn: optional ``() -> list[str]`` producing sampled tokens each epoch.
         report: a list collecting ``{"epoch", "kind", "message"}`` records.
+        chance_loss: the loss of a uniform guess, instead of ``ln(vocab_size)`` (e.g.
+            ``ln`` of the number of classes of a classifier).
     """
 
-    def __init__(self, vocab_size: int, sample_fn=None, report: list | None = None,
-                 printer=print):
+    def __init__(self, vocab_size: int | None = None, sample_fn=None,
+                 report: list | None = None, printer=print, chance_loss: float | None = None):
         super().__init__()
-        self.uniform_loss = math.log(vocab_size)
+        if (vocab_size is None) == (chance_loss is None):
+            raise ValueError("pass exactly one of vocab_size (|V|) and chance_loss")
+        self.uniform_loss = math.log(vocab_size) if chance_loss is None else float(chance_loss)
         self.sample_fn = sample_fn
         self.report = report if report is not None else []
         self.printer = printer
@@ -240,7 +247,8 @@ class RunCheckpoint(keras.callbacks.Callback):
         self.nan_guard = nan_guard
         self.best = math.inf
         if self.state_path.is_file():
-            self.best = json.loads(self.state_path.read_text()).get("best_val_loss", math.inf)
+            best = json.loads(self.state_path.read_text()).get("best_val_loss")
+            self.best = math.inf if best is None else float(best)  # None: no validation yet
 
     @property
     def last_path(self) -> Path:
@@ -251,15 +259,45 @@ class RunCheckpoint(keras.callbacks.Callback):
             return
         self.dir.mkdir(parents=True, exist_ok=True)
         logs = logs or {}
-        tmp = self.dir / "last.tmp.keras"
-        self.model.save(tmp)
-        tmp.replace(self.last_path)  # atomic: an interrupted save never leaves half a file
+        self._save(self.last_path)
         val = logs.get("val_loss")
         if val is not None and val < self.best:
             self.best = float(val)
-            self.model.save(self.dir / "best.keras")
+            self._save(self.dir / "best.keras")
         state = {"epochs_done": epoch + 1, "best_val_loss": self.best,
                  "rng_states": seed_generator_states(self.model),
                  "last_logs": {k: float(v) for k, v in logs.items()
                                if np.ndim(v) == 0}}
-        self.state_path.write_text(json.dumps(state, indent=2))
+        write_json_atomic(self.state_path, state)
+
+    def _save(self, path: Path) -> None:
+        tmp = path.with_name(f".{path.stem}.tmp.keras")
+        self.model.save(tmp)
+        tmp.replace(path)  # atomic: an interrupted save never leaves half a file
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Stop training once ``minutes`` have passed since the callback was made.
+
+    Args:
+        minutes: the budget; ``None`` or 0 = no budget.
+        per_batch: check after every batch (stop mid-epoch) instead of at each epoch end
+            (which keeps a stateful stream's epochs whole, so ``--resume`` stays exact).
+    """
+
+    def __init__(self, minutes: float | None, per_batch: bool = False):
+        super().__init__()
+        self.minutes, self.per_batch = minutes, per_batch
+        self.start, self.hit = time.monotonic(), False
+
+    def _check(self) -> None:
+        if self.minutes and (time.monotonic() - self.start) / 60 >= self.minutes:
+            self.hit = True
+            self.model.stop_training = True
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.per_batch:
+            self._check()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._check()

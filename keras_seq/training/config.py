@@ -1,6 +1,22 @@
-"""Language-model training configuration: plain typed values, presets, JSON round trip.
+"""The config every task's training config extends: plain typed values, checks, JSON.
 
+A task config is a dataclass subclass of :class:`TrainConfig` that adds its own fields
+(data, model) and, where a default differs, redeclares a shared one. ``config.json``
+stores the fields plus ``"kind"`` (the ``keras-seq train KIND`` that wrote it), so a run
+directory says what kind of run it holds.
 No TensorFlow import here, so the CLI can parse and print configs quickly.
+
+>>> from dataclasses import dataclass
+>>> @dataclass
+... class ToyConfig(TrainConfig):
+...     kind = "toy"
+...     units: int = 8
+>>> ToyConfig(units=4, epochs=2).to_dict()["units"]
+4
+>>> ToyConfig(epochs=0).validate()
+Traceback (most recent call last):
+...
+keras_seq.errors.KerasSeqError: invalid toy training config: epochs must be ≥ 1 (got 0)
 """
 
 from __future__ import annotations
@@ -9,119 +25,70 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from keras_seq import __version__
+from keras_seq.errors import KerasSeqError
 
 
 @dataclass
-class LMConfig:
-    """Everything that decides a language-model run. Saved as ``config.json`` in the run dir."""
+class TrainConfig:
+    """Fields shared by every task (redeclare one in a subclass to change its default)."""
 
-    # data
-    data: str = "python-docs"
-    split_ratio: str = "90/5/5"
-    data_dir: str | None = None
-    tokenizer: str = "word"
-    max_vocab: int | None = None
-    min_count: int | None = None
-    vocab_size: int | None = None  # subword only
-    lower: bool | None = None
-    # model
-    cell: str = "lstm"  # rnn | gru | lstm (keras-seq layers) or keras-lstm … (built-ins)
-    embed_dim: int = 128
-    units: int = 256
-    num_layers: int = 1
-    dropout: float = 0.0  # 1 − keep_prob in the PTB tutorial
-    tie_weights: bool = False
-    variational_dropout: bool = False  # one dropout mask per sequence (locked dropout)
-    embed_dropout: float = 0.0  # drop whole word types from the input embedding
-    weight_dropout: float = 0.0  # DropConnect on the recurrent kernels (weight drop)
-    init_scale: float | None = None  # uniform(−s, s) init for every weight (PTB recipe)
-    # optimisation
-    bptt: int = 35  # truncation length τ
-    bptt_mode: str = "truncated"  # truncated (stateful, stream layout) | full (whole lines)
-    batch_size: int = 20
-    epochs: int = 5
-    optimizer: str = "adam"  # sgd | adam
-    lr: float = 2e-3
-    lr_decay: float = 1.0  # per-epoch factor once decay starts (PTB schedule)
-    decay_start: int = 1  # epochs at full lr before decaying (PTB max_epoch)
+    kind: ClassVar[str] = "?"  # the `keras-seq train KIND` of the run
+
+    batch_size: int = 32
+    epochs: int = 10
+    lr: float = 1e-3
     clip_norm: float | None = 5.0  # global-norm clipping threshold θ; None = off
-    max_steps_per_epoch: int | None = None  # cap for smoke tests and time budgets
-    max_minutes: float | None = None  # stop after the first epoch ending past this budget
+    max_minutes: float | None = None  # time budget; see the task for epoch/batch granularity
     seed: int = 1234
-    # logging
-    log_every: int = 50  # steps between gradient-norm / lr scalars
-    histogram_freq: int = 1  # epochs between weight/activation histograms (0 = off)
-    sample_tokens: int = 40  # tokens sampled into TensorBoard each epoch
     version: str = field(default=__version__)
 
-    def validate(self) -> LMConfig:
+    def problems(self) -> list[str]:
+        """What is wrong with the shared fields; subclasses add theirs."""
         problems = []
-        if self.bptt < 1:
-            problems.append(f"bptt must be ≥ 1 (got {self.bptt}); it is the truncation length τ")
-        if self.batch_size < 1:
-            problems.append(f"batch_size must be ≥ 1 (got {self.batch_size})")
-        if self.epochs < 1:
-            problems.append(f"epochs must be ≥ 1 (got {self.epochs})")
-        if self.bptt_mode not in ("truncated", "full"):
-            problems.append(f"bptt_mode must be 'truncated' or 'full' (got {self.bptt_mode!r})")
-        if self.optimizer not in ("sgd", "adam"):
-            problems.append(f"optimizer must be 'sgd' or 'adam' (got {self.optimizer!r})")
-        for name in ("dropout", "embed_dropout", "weight_dropout"):
-            if not 0 <= getattr(self, name) < 1:
-                problems.append(f"{name} must be in [0, 1) (got {getattr(self, name)})")
-        if self.lr <= 0:
+        for name in ("batch_size", "epochs"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                problems.append(f"{name} must be ≥ 1 (got {value})")
+        if not self.lr > 0:
             problems.append(f"lr must be > 0 (got {self.lr})")
-        if self.clip_norm is not None and self.clip_norm <= 0:
+        if self.clip_norm is not None and not self.clip_norm > 0:
             problems.append(f"clip_norm must be > 0 or unset (got {self.clip_norm})")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            problems.append(f"max_minutes must be > 0 or unset (got {self.max_minutes})")
+        return problems
+
+    def validate(self):
+        problems = self.problems()
         if problems:
-            raise ValueError("invalid training config: " + "; ".join(problems))
+            raise KerasSeqError(f"invalid {self.kind} training config: " + "; ".join(problems))
         return self
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2))
+        from keras_seq.runs import write_json_atomic
+
+        write_json_atomic(path, {"kind": self.kind, **self.to_dict()})
 
     @classmethod
-    def from_dict(cls, data: dict) -> LMConfig:
+    def from_dict(cls, data: dict):
+        data = dict(data)
+        kind = data.pop("kind", cls.kind)
+        if kind != cls.kind:
+            raise KerasSeqError(f"config is for a {kind} run, not a {cls.kind} run")
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - known
+        unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(
-                f"config has unknown field(s) {', '.join(sorted(unknown))}; it was written "
-                "by a different keras-seq version"
+            raise KerasSeqError(
+                f"{cls.kind} config has unknown field(s) {', '.join(unknown)}; it was written "
+                f"by a different keras-seq version (expected some of {', '.join(sorted(known))})"
             )
         return cls(**data)
 
     @classmethod
-    def load(cls, path: str | Path) -> LMConfig:
-        return cls.from_dict(json.loads(Path(path).read_text()))
-
-
-# The TensorFlow PTB tutorial (Zaremba et al. 2014) configurations. keep_prob → dropout,
-# max_epoch → decay_start, max_max_epoch → epochs, num_steps → bptt, hidden → units = embed.
-# Their test perplexities on PTB: small 115.91, medium 82.07, large 78.29.
-PRESETS: dict[str, dict] = {
-    "ptb-small": dict(data="ptb", tokenizer="word", cell="lstm", num_layers=2, units=200,
-                      embed_dim=200, bptt=20, batch_size=20, dropout=0.0, init_scale=0.1,
-                      clip_norm=5.0, epochs=13, decay_start=4, optimizer="sgd", lr=1.0,
-                      lr_decay=0.5),
-    "ptb-medium": dict(data="ptb", tokenizer="word", cell="lstm", num_layers=2, units=650,
-                       embed_dim=650, bptt=35, batch_size=20, dropout=0.5, init_scale=0.05,
-                       clip_norm=5.0, epochs=39, decay_start=6, optimizer="sgd", lr=1.0,
-                       lr_decay=0.8),
-    "ptb-large": dict(data="ptb", tokenizer="word", cell="lstm", num_layers=2, units=1500,
-                      embed_dim=1500, bptt=35, batch_size=20, dropout=0.65, init_scale=0.04,
-                      clip_norm=10.0, epochs=55, decay_start=14, optimizer="sgd", lr=1.0,
-                      lr_decay=1 / 1.15),
-}
-
-
-def preset(name: str, **overrides) -> LMConfig:
-    """A config from a named preset, with explicit overrides applied on top."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
-    return LMConfig(**{**PRESETS[name], **overrides})
+    def load(cls, path: str | Path):
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))

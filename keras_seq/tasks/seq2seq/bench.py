@@ -19,7 +19,7 @@ import json
 import shutil
 from pathlib import Path
 
-from keras_seq.seq2seq.training import (
+from keras_seq.tasks.seq2seq.training import (
     Seq2SeqConfig,
     evaluate_run,
     heatmap_for,
@@ -69,7 +69,7 @@ def reversal_bench(out_dir, max_len: int = 64, minutes: float = 12.0, units: int
                      "attention token %": round(100 * with_att["token_accuracy"], 2),
                      "no-attention token %": round(100 * without["token_accuracy"], 2)})
     params = {a: runs[a]["params"] for a in runs}
-    from keras_seq.seq2seq.plots import length_curve
+    from keras_seq.tasks.seq2seq.plots import length_curve
 
     curve = length_curve({f"Bahdanau attention ({params['bahdanau']['total']:,} params)":
                           evals["bahdanau"]["by_length"],

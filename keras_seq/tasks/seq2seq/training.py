@@ -1,15 +1,10 @@
 """Train, evaluate and use sequence-to-sequence models, one run directory per run.
 
-A run directory holds (the same conventions as the language-model trainer)::
-
-    config.json               the resolved Seq2SeqConfig
-    source_tokenizer.json     tokenizer of the source side (its fingerprint goes into results)
-    target_tokenizer.json     tokenizer of the target side
-    metrics.csv               per-epoch loss, token accuracy, val exact match
-    metrics.json              final test results (overall and per length bucket)
-    state.json                epochs done, best val loss, dropout RNG states (--resume)
-    checkpoints/              last.keras (weights + optimizer), best.keras
-    tensorboard/              train/, validation/ (Keras) and attention/ (heatmap images)
+Training runs on the shared trainer (:mod:`keras_seq.training.trainer`), so the run
+directory has the shared layout (:mod:`keras_seq.runs`) with two tokenizers,
+``source_tokenizer.json`` and ``target_tokenizer.json``; ``metrics.csv`` adds the
+validation exact match and BLEU, ``metrics.json`` the test results overall and per length
+bucket, and ``tensorboard/attention`` holds heatmap images.
 
 Generated tasks (``dates``, ``reverse``, ``copy``) are re-created from the config's seed,
 so the run directory does not store the data; TSV data is referenced by path and sha256.
@@ -17,31 +12,34 @@ so the run directory does not store the data; TSV data is referenced by path and
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_seq import __version__
+from keras_seq import runs
 from keras_seq.data.seq2seq_tasks import TaskData, make_task
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.seq2seq import Seq2Seq
-from keras_seq.seq2seq import decoding, metrics
-from keras_seq.training import callbacks as cb
+from keras_seq.runs import json_safe
+from keras_seq.tasks.seq2seq import decoding, metrics
+from keras_seq.training import trainer
+from keras_seq.training.config import TrainConfig
+from keras_seq.training.trainer import FitPlan, Prepared
 
 RUN_FORMAT = "keras-seq-seq2seq-run"
+__all__ = ["Seq2SeqConfig", "train_seq2seq", "evaluate_run", "load_run", "json_safe"]
 
 
 @dataclass
-class Seq2SeqConfig:
+class Seq2SeqConfig(TrainConfig):
     """Everything that decides a seq2seq run. Saved as ``config.json`` in the run dir."""
+
+    kind = "seq2seq"
 
     # data
     task: str = "dates"  # dates | reverse | copy | anki-spa-eng | tsv:PATH
@@ -78,11 +76,9 @@ class Seq2SeqConfig:
     # logging
     eval_size: int = 500  # val pairs greedily decoded each epoch for exact match
     attention_images: int = 1  # heatmaps written to TensorBoard each epoch
-    version: str = field(default=__version__)
-
-    def validate(self) -> Seq2SeqConfig:
-        problems = []
-        for name in ("train_size", "units", "embed_dim", "batch_size", "epochs"):
+    def problems(self) -> list[str]:
+        problems = super().problems()
+        for name in ("train_size", "units", "embed_dim"):
             if int(getattr(self, name)) < 1:
                 problems.append(f"{name} must be ≥ 1 (got {getattr(self, name)})")
         if self.attention not in ("bahdanau", "none"):
@@ -91,30 +87,7 @@ class Seq2SeqConfig:
             problems.append(f"cell must be 'gru' or 'lstm' (got {self.cell!r})")
         if not 0 <= self.dropout < 1:
             problems.append(f"dropout must be in [0, 1) (got {self.dropout})")
-        if self.lr <= 0:
-            problems.append(f"lr must be > 0 (got {self.lr})")
-        if problems:
-            raise KerasSeqError("invalid seq2seq configuration: " + "; ".join(problems))
-        return self
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Seq2SeqConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise KerasSeqError(f"unknown seq2seq config key(s) {unknown}; expected some of "
-                                f"{sorted(names)}")
-        return cls(**data)
-
-    def save(self, path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2))
-
-    @classmethod
-    def load(cls, path) -> Seq2SeqConfig:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        return problems
 
 
 # ----------------------------------------------------------------------------------------
@@ -222,30 +195,16 @@ def build_model(config: Seq2SeqConfig, source_vocab: int, target_vocab: int) -> 
 
 
 def check_run_dir(run_dir) -> Path:
-    run_dir = Path(run_dir)
-    path = run_dir / "config.json"
-    if not path.is_file():
-        raise KerasSeqError(f"{run_dir} is not a keras-seq seq2seq run directory (no "
-                            "config.json); pass the --run-dir of a `keras-seq train seq2seq` run")
-    data = json.loads(path.read_text())
-    if data.get("version") != __version__ or "attention" not in data:
-        raise KerasSeqError(f"{run_dir} was not written by `keras-seq train seq2seq` "
-                            f"{__version__}; re-train it")
-    if not (run_dir / "checkpoints" / "last.keras").is_file():
-        raise KerasSeqError(f"{run_dir} has no checkpoint yet (checkpoints/last.keras)")
-    return run_dir
+    return runs.check_run_dir(run_dir, "seq2seq")
 
 
 def load_run(run_dir, which: str = "best"):
     """``(config, source_tokenizer, target_tokenizer, model)`` of a run."""
     run_dir = check_run_dir(run_dir)
-    config = Seq2SeqConfig.load(run_dir / "config.json")
+    config = Seq2SeqConfig.load(run_dir / runs.CONFIG)
     src_tok = load_tokenizer(run_dir / "source_tokenizer.json")
     tgt_tok = load_tokenizer(run_dir / "target_tokenizer.json")
-    best = run_dir / "checkpoints" / "best.keras"
-    path = best if which == "best" and best.is_file() else run_dir / "checkpoints" / "last.keras"
-    model = keras.saving.load_model(path, compile=False)
-    return config, src_tok, tgt_tok, model
+    return config, src_tok, tgt_tok, runs.load_model(run_dir, which)
 
 
 # ----------------------------------------------------------------------------------------
@@ -296,7 +255,7 @@ def evaluate_pairs(model, src_tok, tgt_tok, pairs, beam: int = 1, length_penalty
 
 def heatmap_for(model, src_tok, tgt_tok, source: str, path, title: str | None = None):
     """Greedy-decode ``source`` and write its attention heatmap PNG (title: input → output)."""
-    from keras_seq.seq2seq.plots import attention_heatmap
+    from keras_seq.tasks.seq2seq.plots import attention_heatmap
 
     ids = decoding.encode_sources(src_tok, [source], model.max_source_len)
     (hyp,), (weights,) = decoding.greedy_decode(model, ids, return_attention=True)
@@ -325,7 +284,7 @@ def evaluate_run(run_dir, split: str = "test", beam: int = 1, length_penalty: fl
                                "target_tokenizer": tgt_tok.fingerprint,
                                "data_sha256": data.describe()["sha256"]})
     if plot_dir is not None:
-        from keras_seq.seq2seq.plots import length_curve
+        from keras_seq.tasks.seq2seq.plots import length_curve
 
         plot_dir = Path(plot_dir)
         example = max(pairs[:50], key=lambda p: len(p[0]))  # a long, readable example
@@ -365,7 +324,7 @@ class Seq2SeqMonitor(keras.callbacks.Callback):
             tf.summary.scalar("val_exact_match", result["exact_match"])
             tf.summary.scalar("val_bleu", result["bleu"])
             if self.images and self.model.attention_type != "none":
-                from keras_seq.seq2seq.plots import figure_png, heatmap_figure
+                from keras_seq.tasks.seq2seq.plots import figure_png, heatmap_figure
 
                 encoded, hyps, weights = result["_attention"]
                 pick = np.linspace(0, len(encoded) - 1, self.images).astype(int)
@@ -382,21 +341,100 @@ class Seq2SeqMonitor(keras.callbacks.Callback):
                          f"{self.target}; stopping")
 
 
-class TimeBudget(keras.callbacks.Callback):
-    """Stop once ``minutes`` have passed, checked after every batch."""
-
-    def __init__(self, minutes: float | None):
-        super().__init__()
-        self.minutes, self.start, self.hit = minutes, time.monotonic(), False
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self.minutes and (time.monotonic() - self.start) / 60 >= self.minutes:
-            self.hit = True
-            self.model.stop_training = True
-
-
 # ----------------------------------------------------------------------------------------
-# Training
+# The task
+
+
+class Seq2SeqTask(trainer.Task):
+    """Unaligned N→M: encoder–decoder with teacher forcing, greedy exact match per epoch."""
+
+    name = "seq2seq"
+    config_cls = Seq2SeqConfig
+    budget_check = "batch"  # stateless batches: stopping mid-epoch loses nothing
+
+    def prepare(self, config: Seq2SeqConfig, run_dir: Path, resume: bool,
+                printer) -> Prepared:
+        data = task_data(config)
+        if resume:
+            src_tok = load_tokenizer(run_dir / "source_tokenizer.json")
+            tgt_tok = load_tokenizer(run_dir / "target_tokenizer.json")
+        else:
+            src_tok, tgt_tok = _fit_tokenizers(config, data.splits["train"])
+            enc = encode_pairs(data.splits["train"], src_tok, tgt_tok)
+            if config.max_source_len is None:
+                config.max_source_len = max(len(e[0]) for e in enc)
+            if config.max_target_len is None:
+                longest = max(len(e[1]) for e in enc)
+                config.max_target_len = longest + max(2, longest // 4)
+        train = encode_pairs(data.splits["train"], src_tok, tgt_tok, config.max_source_len,
+                             config.max_target_len)
+        val = encode_pairs(data.splits["val"], src_tok, tgt_tok, config.max_source_len,
+                           config.max_target_len)
+        if not train:
+            raise KerasSeqError(f"task {config.task} has no usable training pairs")
+        return Prepared(
+            tokenizers={"source_tokenizer.json": src_tok, "target_tokenizer.json": tgt_tok},
+            chance_loss=math.log(tgt_tok.vocab_size),
+            data={"data": data, "src_tok": src_tok, "tgt_tok": tgt_tok, "train": train,
+                  "val": val})
+
+    def build_model(self, config: Seq2SeqConfig, prepared: Prepared):
+        return build_model(config, prepared.data["src_tok"].vocab_size,
+                           prepared.data["tgt_tok"].vocab_size)
+
+    def fit_plan(self, config: Seq2SeqConfig, prepared: Prepared, model, initial_epoch: int,
+                 printer) -> FitPlan:
+        train, val = prepared.data["train"], prepared.data["val"]
+        bos, eos = model.bos_id, model.eos_id
+        train_batches = make_batches(train, config.batch_size, bos, eos, seed=config.seed)
+        steps = config.steps_per_epoch or len(train_batches)
+        # Resumed runs continue the batch order where the interrupted run would have been.
+        passes_done = (initial_epoch * steps) // len(train_batches)
+        train_ds = batch_dataset(train_batches, config.seed + passes_done, repeat=True)
+        val_batches = make_batches(val, config.batch_size, bos, eos, seed=None) if val else []
+        params = model.param_report()
+        printer(f"{config.attention} seq2seq: {params['total']:,} parameters "
+                f"({params['attention']:,} in attention); {len(train):,} training pairs, "
+                f"{steps} steps/epoch")
+        kwargs = {"x": train_ds, "steps_per_epoch": steps, "shuffle": False,
+                  "validation_data": (batch_dataset(val_batches, config.seed, repeat=False)
+                                      if val else None),
+                  "validation_steps": len(val_batches) or None}
+        return FitPlan(kwargs, steps, items_per_step=config.batch_size, unit="pairs")
+
+    def callbacks(self, config: Seq2SeqConfig, prepared: Prepared, run_dir: Path,
+                  report: list, printer):
+        monitor = Seq2SeqMonitor(prepared.data["src_tok"], prepared.data["tgt_tok"],
+                                 prepared.data["data"].splits["val"][: config.eval_size],
+                                 run_dir / "tensorboard" / "attention",
+                                 images=config.attention_images,
+                                 target_exact_match=config.target_exact_match, printer=printer)
+        prepared.data["monitor"] = monitor
+        return [], [monitor]
+
+    def results(self, config: Seq2SeqConfig, prepared: Prepared, run_dir: Path,
+                model) -> dict:
+        src_tok, tgt_tok = prepared.data["src_tok"], prepared.data["tgt_tok"]
+        test = evaluate_run(run_dir, "test")
+        return {"format": RUN_FORMAT, "task": config.task, "attention": config.attention,
+                "params": model.param_report(),
+                "target_reached": prepared.data["monitor"].reached,
+                "source_tokenizer": src_tok.describe(), "target_tokenizer": tgt_tok.describe(),
+                "data": prepared.data["data"].describe(),
+                "test": {k: v for k, v in test.items() if not k.startswith("_")}}
+
+    def result_lines(self, results: dict) -> list[str]:
+        t = results["test"]
+        lines = [f"test         exact match {100 * t['exact_match']:.2f}%, token accuracy "
+                 f"{100 * t['token_accuracy']:.2f}%, BLEU {t['bleu']:.2f} over {t['n']:,} "
+                 "pairs"]
+        lines += [f"  {r['bucket']:>7}  n={r['n']:<5} exact {100 * r['exact_match']:6.2f}%  "
+                  f"token {100 * r['token_accuracy']:6.2f}%"
+                  for r in t["by_length"] if r["n"]]
+        return lines
+
+
+TASK = Seq2SeqTask()
 
 
 def train_seq2seq(config: Seq2SeqConfig, run_dir, resume: bool = False, verbose: int = 1,
@@ -405,116 +443,9 @@ def train_seq2seq(config: Seq2SeqConfig, run_dir, resume: bool = False, verbose:
 
     Returns the final metrics (also written to ``metrics.json``).
     """
-    run_dir = Path(run_dir)
-    if resume:
-        check_run_dir(run_dir)
-        saved = Seq2SeqConfig.load(run_dir / "config.json")
-        config = Seq2SeqConfig.from_dict({**saved.to_dict(),
-                                          "epochs": max(config.epochs, saved.epochs)})
-    elif (run_dir / "config.json").exists():
-        raise KerasSeqError(f"{run_dir} already holds a run; pass --resume to continue it or "
-                            "choose a new --run-dir")
-    config.validate()
-    keras.utils.set_random_seed(config.seed)
-    data = task_data(config)
-    if resume:
-        src_tok = load_tokenizer(run_dir / "source_tokenizer.json")
-        tgt_tok = load_tokenizer(run_dir / "target_tokenizer.json")
-    else:
-        src_tok, tgt_tok = _fit_tokenizers(config, data.splits["train"])
-        enc = encode_pairs(data.splits["train"], src_tok, tgt_tok)
-        if config.max_source_len is None:
-            config.max_source_len = max(len(e[0]) for e in enc)
-        if config.max_target_len is None:
-            longest = max(len(e[1]) for e in enc)
-            config.max_target_len = longest + max(2, longest // 4)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        src_tok.save(run_dir / "source_tokenizer.json")
-        tgt_tok.save(run_dir / "target_tokenizer.json")
-        config.save(run_dir / "config.json")
-    train = encode_pairs(data.splits["train"], src_tok, tgt_tok, config.max_source_len,
-                         config.max_target_len)
-    val = encode_pairs(data.splits["val"], src_tok, tgt_tok, config.max_source_len,
-                       config.max_target_len)
-    if not train:
-        raise KerasSeqError(f"task {config.task} has no usable training pairs")
-
-    if resume:
-        model, initial_epoch = cb.resume_from_checkpoint(run_dir)
-    else:
-        model = build_model(config, src_tok.vocab_size, tgt_tok.vocab_size)
-        initial_epoch = 0
-    if initial_epoch >= config.epochs:
-        printer(f"{run_dir} already trained {initial_epoch} epoch(s); nothing to do")
-        return json.loads((run_dir / "metrics.json").read_text())
-
-    bos, eos = model.bos_id, model.eos_id
-    train_batches = make_batches(train, config.batch_size, bos, eos, seed=config.seed)
-    steps = config.steps_per_epoch or len(train_batches)
-    # Resumed runs continue the batch order where the interrupted run would have been.
-    passes_done = (initial_epoch * steps) // len(train_batches)
-    train_ds = batch_dataset(train_batches, config.seed + passes_done, repeat=True)
-    val_batches = make_batches(val, config.batch_size, bos, eos, seed=None) if val else []
-    val_ds = batch_dataset(val_batches, config.seed, repeat=False) if val else None
-
-    tb_dir = run_dir / "tensorboard"
-    nan_guard = cb.NaNGuard()
-    monitor = Seq2SeqMonitor(src_tok, tgt_tok, data.splits["val"][: config.eval_size],
-                             tb_dir / "attention", images=config.attention_images,
-                             target_exact_match=config.target_exact_match, printer=printer)
-    budget = TimeBudget(config.max_minutes)
-    callbacks = [nan_guard, monitor,
-                 keras.callbacks.TensorBoard(str(tb_dir), write_graph=False),
-                 keras.callbacks.CSVLogger(str(run_dir / "metrics.csv"), append=resume),
-                 cb.RunCheckpoint(run_dir, nan_guard), budget]
-    params = model.param_report()
-    printer(f"{config.attention} seq2seq: {params['total']:,} parameters "
-            f"({params['attention']:,} in attention); {len(train):,} training pairs, "
-            f"{steps} steps/epoch")
-    started = time.monotonic()
-    model.fit(train_ds, steps_per_epoch=steps, epochs=config.epochs,
-              initial_epoch=initial_epoch, validation_data=val_ds,
-              validation_steps=len(val_batches) or None, callbacks=callbacks, shuffle=False,
-              verbose=verbose)
-    minutes = (time.monotonic() - started) / 60
-    if nan_guard.tripped:
-        last = run_dir / "checkpoints" / "last.keras"
-        raise KerasSeqError(nan_guard.message(str(last) if last.is_file() else None))
-
-    state = json.loads((run_dir / "state.json").read_text())
-    results = {"run_dir": str(run_dir), "format": RUN_FORMAT, "task": config.task,
-               "attention": config.attention, "epochs_done": state["epochs_done"],
-               "train_minutes": minutes, "params": params, "time_budget_hit": budget.hit,
-               "target_reached": monitor.reached,
-               "source_tokenizer": src_tok.describe(), "target_tokenizer": tgt_tok.describe(),
-               "data": data.describe()}
-    test = evaluate_run(run_dir, "test")
-    results["test"] = {k: v for k, v in test.items() if not k.startswith("_")}
-    (run_dir / "metrics.json").write_text(json.dumps(json_safe(results), indent=2, default=str))
-    return results
+    return trainer.train(TASK, config, run_dir, resume=resume, verbose=verbose,
+                         printer=printer)
 
 
 def format_results(results: dict) -> str:
-    t = results["test"]
-    lines = [f"run          {results['run_dir']}",
-             f"params       {results['params']['total']:,} "
-             f"(attention {results['params']['attention']:,})",
-             f"trained      {results['epochs_done']} epoch(s) in "
-             f"{results['train_minutes']:.1f} min",
-             f"test         exact match {100 * t['exact_match']:.2f}%, token accuracy "
-             f"{100 * t['token_accuracy']:.2f}%, BLEU {t['bleu']:.2f} over {t['n']:,} pairs"]
-    lines += [f"  {r['bucket']:>7}  n={r['n']:<5} exact {100 * r['exact_match']:6.2f}%  "
-              f"token {100 * r['token_accuracy']:6.2f}%"
-              for r in t["by_length"] if r["n"]]
-    return "\n".join(lines)
-
-
-def json_safe(value):
-    """``value`` with NaN floats (e.g. empty length buckets) replaced by ``None``."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
+    return trainer.format_results(results, TASK)

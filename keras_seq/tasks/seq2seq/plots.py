@@ -1,7 +1,7 @@
 """Plots (matplotlib, Agg backend): attention heatmaps and accuracy-vs-length curves.
 
 Each function writes a PNG and returns its path; :func:`figure_png` gives the PNG bytes
-for TensorBoard images (:class:`~keras_seq.seq2seq.training.AttentionImages`).
+for TensorBoard images (:class:`~keras_seq.tasks.seq2seq.training.AttentionImages`).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def attention_heatmap(weights, source_tokens, output_tokens, path, title: str = 
 
 def length_curve(curves: dict, path, metric: str = "exact_match",
                  title: str = "accuracy vs source length") -> Path:
-    """Plot ``{model name: by_length rows}`` (see :func:`~keras_seq.seq2seq.metrics.by_length`)."""
+    """Plot ``{model name: by_length rows}`` (see :func:`~keras_seq.tasks.seq2seq.metrics.by_length`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)

@@ -3,7 +3,7 @@
 The exported :class:`Seq2SeqTranslator` is a ``tf.Module`` whose ``translate`` function
 takes a ``tf.string`` batch ``(B,)`` and returns ``(B,)`` strings: in-graph tokenization
 (``Tokenizer.tf_encode``), the greedy ``tf.while_loop`` of
-:func:`~keras_seq.seq2seq.decoding.greedy_graph`, and an in-graph vocabulary lookup back
+:func:`~keras_seq.tasks.seq2seq.decoding.greedy_graph`, and an in-graph vocabulary lookup back
 to text. It is also the serving signature ``serving_default`` (input ``text``, output
 ``translation``).
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_seq.seq2seq.decoding import greedy_graph
+from keras_seq.tasks.seq2seq.decoding import greedy_graph
 
 
 class Seq2SeqTranslator(tf.Module):
@@ -80,7 +80,7 @@ def export_saved_model(model, source_tokenizer, target_tokenizer, path) -> Path:
 
 def export_run(run_dir, path) -> Path:
     """Export the best checkpoint of a run directory."""
-    from keras_seq.seq2seq.training import load_run
+    from keras_seq.tasks.seq2seq.training import load_run
 
     _, src_tok, tgt_tok, model = load_run(run_dir)
     return export_saved_model(model, src_tok, tgt_tok, path)

@@ -1,0 +1,120 @@
+"""Run directories: what every trainer writes, and the checks before anything reads one.
+
+Every ``keras-seq train TASK`` run directory holds::
+
+    config.json        the resolved config, with the run's "kind" (lm, seq2seq, classify,
+                       tag, conditioned) and the keras-seq "version"
+    *tokenizer.json    the fitted tokenizer(s) (their fingerprints go into every result)
+    metrics.csv        one row per epoch (Keras CSVLogger)
+    metrics.json       final results with fingerprints, timing and diagnostics
+    state.json         epochs done, best val loss, dropout RNG states (exact --resume)
+    checkpoints/       last.keras (weights + optimizer), best.keras (by val loss)
+    tensorboard/       train/ and validation/ (Keras) plus the task's own logs
+
+This module reads and checks them without importing any trainer, so exporters, servers
+and reports can open a run. Writes go through :func:`write_text_atomic`: an interrupted
+write never leaves half a file.
+
+>>> import tempfile
+>>> run = Path(tempfile.mkdtemp())
+>>> write_json_atomic(run / "config.json", {"kind": "lm", "version": __version__})
+>>> read_run_config(run, kind="lm")["kind"]
+'lm'
+>>> read_run_config(run, kind="seq2seq")
+Traceback (most recent call last):
+...
+keras_seq.errors.KerasSeqError: ... holds a `keras-seq train lm` run, not a seq2seq run; ...
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+from keras_seq import __version__
+from keras_seq.errors import KerasSeqError
+
+CONFIG, STATE, METRICS = "config.json", "state.json", "metrics.json"
+LAST, BEST = Path("checkpoints") / "last.keras", Path("checkpoints") / "best.keras"
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+
+
+def json_safe(value):
+    """``value`` with NaN/Inf floats (e.g. empty length buckets) replaced by ``None``.
+
+    >>> json_safe({"a": float("nan"), "b": [1.0, float("inf")]})
+    {'a': None, 'b': [1.0, None]}
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def write_json_atomic(path: str | Path, payload) -> None:
+    write_text_atomic(path, json.dumps(json_safe(payload), indent=2, default=str))
+
+
+def read_run_config(run_dir: str | Path, kind: str | None = None) -> dict:
+    """The ``config.json`` of a run after checking its kind and keras-seq version."""
+    run_dir = Path(run_dir)
+    path = run_dir / CONFIG
+    wanted = f"`keras-seq train {kind}`" if kind else "`keras-seq train …`"
+    if not path.is_file():
+        raise KerasSeqError(f"{run_dir} is not a keras-seq run directory (no {CONFIG}); pass "
+                            f"the --run-dir of a {wanted} run")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise KerasSeqError(f"{path} is not valid JSON ({err}); the run directory is damaged, "
+                            "re-train it") from None
+    found = data.get("kind")
+    if kind is not None and found != kind:
+        what = f"a `keras-seq train {found}` run" if found else "an unknown kind of run"
+        raise KerasSeqError(f"{run_dir} holds {what}, not a {kind} run; pass the --run-dir of "
+                            f"a {wanted} run")
+    version = data.get("version")
+    if version != __version__:
+        raise KerasSeqError(f"{run_dir} was written by keras-seq {version}, this is "
+                            f"{__version__}; re-train it or use the matching keras-seq version")
+    return data
+
+
+def check_run_dir(run_dir: str | Path, kind: str | None = None) -> Path:
+    """``run_dir``, after checking it holds a ``kind`` run with a checkpoint."""
+    run_dir = Path(run_dir)
+    read_run_config(run_dir, kind)
+    if not (run_dir / LAST).is_file():
+        raise KerasSeqError(f"{run_dir} has no checkpoint yet ({LAST})")
+    return run_dir
+
+
+def checkpoint_path(run_dir: str | Path, which: str = "best") -> Path:
+    """``best.keras`` when asked for and present, else ``last.keras``."""
+    run_dir = Path(run_dir)
+    if which not in ("best", "last"):
+        raise KerasSeqError(f"which must be 'best' or 'last', got {which!r}")
+    best = run_dir / BEST
+    return best if which == "best" and best.is_file() else run_dir / LAST
+
+
+def load_model(run_dir: str | Path, which: str = "best"):
+    """The Keras model of a checked run (without its optimizer)."""
+    import keras
+
+    return keras.saving.load_model(checkpoint_path(run_dir, which), compile=False)

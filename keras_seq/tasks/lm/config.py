@@ -1,0 +1,94 @@
+"""Language-model training configuration: plain typed values, presets, JSON round trip.
+
+No TensorFlow import here, so the CLI can parse and print configs quickly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from keras_seq.training.config import TrainConfig
+
+
+@dataclass
+class LMConfig(TrainConfig):
+    """Everything that decides a language-model run. Saved as ``config.json`` in the run dir."""
+
+    kind = "lm"
+
+    # data
+    data: str = "python-docs"
+    split_ratio: str = "90/5/5"
+    data_dir: str | None = None
+    tokenizer: str = "word"
+    max_vocab: int | None = None
+    min_count: int | None = None
+    vocab_size: int | None = None  # subword only
+    lower: bool | None = None
+    # model
+    cell: str = "lstm"  # rnn | gru | lstm (keras-seq layers) or keras-lstm … (built-ins)
+    embed_dim: int = 128
+    units: int = 256
+    num_layers: int = 1
+    dropout: float = 0.0  # 1 − keep_prob in the PTB tutorial
+    tie_weights: bool = False
+    variational_dropout: bool = False  # one dropout mask per sequence (locked dropout)
+    embed_dropout: float = 0.0  # drop whole word types from the input embedding
+    weight_dropout: float = 0.0  # DropConnect on the recurrent kernels (weight drop)
+    init_scale: float | None = None  # uniform(−s, s) init for every weight (PTB recipe)
+    # optimisation
+    bptt: int = 35  # truncation length τ
+    bptt_mode: str = "truncated"  # truncated (stateful, stream layout) | full (whole lines)
+    batch_size: int = 20
+    epochs: int = 5
+    optimizer: str = "adam"  # sgd | adam
+    lr: float = 2e-3
+    lr_decay: float = 1.0  # per-epoch factor once decay starts (PTB schedule)
+    decay_start: int = 1  # epochs at full lr before decaying (PTB max_epoch)
+    clip_norm: float | None = 5.0  # global-norm clipping threshold θ; None = off
+    max_steps_per_epoch: int | None = None  # cap for smoke tests and time budgets
+    max_minutes: float | None = None  # stop after the first epoch ending past this budget
+    seed: int = 1234
+    # logging
+    log_every: int = 50  # steps between gradient-norm / lr scalars
+    histogram_freq: int = 1  # epochs between weight/activation histograms (0 = off)
+    sample_tokens: int = 40  # tokens sampled into TensorBoard each epoch
+
+    def problems(self) -> list[str]:
+        problems = super().problems()
+        if self.bptt < 1:
+            problems.append(f"bptt must be ≥ 1 (got {self.bptt}); it is the truncation length τ")
+        if self.bptt_mode not in ("truncated", "full"):
+            problems.append(f"bptt_mode must be 'truncated' or 'full' (got {self.bptt_mode!r})")
+        if self.optimizer not in ("sgd", "adam"):
+            problems.append(f"optimizer must be 'sgd' or 'adam' (got {self.optimizer!r})")
+        for name in ("dropout", "embed_dropout", "weight_dropout"):
+            if not 0 <= getattr(self, name) < 1:
+                problems.append(f"{name} must be in [0, 1) (got {getattr(self, name)})")
+        return problems
+
+
+# The TensorFlow PTB tutorial (Zaremba et al. 2014) configurations. keep_prob → dropout,
+# max_epoch → decay_start, max_max_epoch → epochs, num_steps → bptt, hidden → units = embed.
+# Their test perplexities on PTB: small 115.91, medium 82.07, large 78.29.
+PRESETS: dict[str, dict] = {
+    "ptb-small": dict(data="ptb", tokenizer="word", cell="lstm", num_layers=2, units=200,
+                      embed_dim=200, bptt=20, batch_size=20, dropout=0.0, init_scale=0.1,
+                      clip_norm=5.0, epochs=13, decay_start=4, optimizer="sgd", lr=1.0,
+                      lr_decay=0.5),
+    "ptb-medium": dict(data="ptb", tokenizer="word", cell="lstm", num_layers=2, units=650,
+                       embed_dim=650, bptt=35, batch_size=20, dropout=0.5, init_scale=0.05,
+                       clip_norm=5.0, epochs=39, decay_start=6, optimizer="sgd", lr=1.0,
+                       lr_decay=0.8),
+    "ptb-large": dict(data="ptb", tokenizer="word", cell="lstm", num_layers=2, units=1500,
+                      embed_dim=1500, bptt=35, batch_size=20, dropout=0.65, init_scale=0.04,
+                      clip_norm=10.0, epochs=55, decay_start=14, optimizer="sgd", lr=1.0,
+                      lr_decay=1 / 1.15),
+}
+
+
+def preset(name: str, **overrides) -> LMConfig:
+    """A config from a named preset, with explicit overrides applied on top."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
+    return LMConfig(**{**PRESETS[name], **overrides})

@@ -1,0 +1,145 @@
+"""Evaluate, load and sample language-model runs (no trainer import: exporters use this).
+
+:func:`evaluate_stream` scores every next token of a token stream with a batch-1 stateful
+copy of the model, carrying the state across windows; :func:`generate_tokens` samples.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from keras_seq import runs
+from keras_seq.data.corpus import load_corpus
+from keras_seq.data.tokenizers import EOS, load_tokenizer
+from keras_seq.errors import KerasSeqError
+from keras_seq.layers.state import reset_recurrent_states
+from keras_seq.metrics import PerplexityResult
+from keras_seq.models.rnn_lm import RecurrentLM
+from keras_seq.sampling import Sampler, TopKSampler
+from keras_seq.tasks.lm.config import LMConfig
+
+
+def check_run_dir(run_dir: str | Path) -> Path:
+    """The run directory, after checking it holds a `keras-seq train lm` run."""
+    return runs.check_run_dir(run_dir, "lm")
+
+
+def load_run(run_dir: str | Path):
+    """``(config, tokenizer, model)`` of a finished or interrupted run (best checkpoint)."""
+    run_dir = check_run_dir(run_dir)
+    config = LMConfig.load(run_dir / runs.CONFIG)
+    tokenizer = load_tokenizer(run_dir)
+    return config, tokenizer, runs.load_model(run_dir)
+
+
+def corpus_for(config: LMConfig):
+    return load_corpus(config.data, data_dir=config.data_dir, split=config.split_ratio)
+
+
+def fingerprint(tokenizer, corpus, split: str) -> dict:
+    return {"tokenizer": tokenizer.fingerprint, "split": split, "corpus_sha256": corpus.sha256,
+            "corpus": corpus.name, "split_ratio": corpus.split_spec}
+
+
+def evaluate_stream(model: RecurrentLM, ids, bptt: int = 35) -> tuple[np.ndarray, int]:
+    """Log-probabilities of every next token of ``ids``, carrying state through the stream.
+
+    Runs a batch-1 stateful copy of ``model`` over windows of ``bptt`` tokens, the last
+    window possibly shorter, so all ``len(ids) − 1`` predictions are scored.
+
+    Returns:
+        ``(log_probs, n)``: natural-log probabilities ``(n,)`` of the targets.
+    """
+    ids = np.asarray(ids, dtype=np.int32)
+    if len(ids) < 2:
+        raise KerasSeqError(f"need at least 2 tokens to evaluate, got {len(ids)}")
+    runner = model.clone_for_batch(1, stateful=True)
+
+    @tf.function(reduce_retracing=True)
+    def window_log_probs(x, y):
+        logits = runner(x, training=False)  # (1, T, V)
+        logp = tf.nn.log_softmax(logits, axis=-1)
+        return tf.gather(logp, y, axis=-1, batch_dims=2)  # (1, T)
+
+    reset_recurrent_states(runner)
+    out = []
+    for start in range(0, len(ids) - 1, bptt):
+        x = ids[start: min(start + bptt, len(ids) - 1)]
+        y = ids[start + 1: start + 1 + len(x)]
+        out.append(window_log_probs(x[None], y[None]).numpy()[0])
+    log_probs = np.concatenate(out)
+    return log_probs, len(log_probs)
+
+
+def evaluate_run(run_dir: str | Path, split: str = "val") -> PerplexityResult:
+    """Cross-entropy and perplexity of a run's model on ``split`` (state carried)."""
+    config, tokenizer, model = load_run(run_dir)
+    corpus = corpus_for(config)
+    text = corpus.text(split)
+    if not text.strip():
+        raise KerasSeqError(f"split {split!r} of {corpus.name} is empty "
+                            f"(split ratio {config.split_ratio})")
+    ids = tokenizer.encode(text)
+    log_probs, _ = evaluate_stream(model, ids, config.bptt)
+    oov = int((ids[1:] == tokenizer.unk_id).sum())
+    return PerplexityResult.from_log_probs(
+        log_probs, fingerprint=fingerprint(tokenizer, corpus, split), oov=oov,
+        model=f"{config.cell} LM ({Path(run_dir).name})",
+    )
+
+
+def generate_tokens(model: RecurrentLM, tokenizer, prompt: str, max_tokens: int,
+                    sampler: Sampler | None = None, seed: int | None = None, on_token=None,
+                    runner: RecurrentLM | None = None) -> list[int]:
+    """Sample ``max_tokens`` ids after ``prompt``; ``on_token(id)`` is called as each arrives."""
+    if max_tokens < 0:
+        raise KerasSeqError(f"max_tokens must be ≥ 0, got {max_tokens}")
+    sampler = sampler or TopKSampler(10)
+    rng = np.random.default_rng(seed)
+    prompt_ids = tokenizer.encode(prompt) if prompt else np.array([], np.int32)
+    if prompt and (len(prompt_ids) == 0 or (prompt_ids == tokenizer.unk_id).all()):
+        raise KerasSeqError(
+            f"the prompt {prompt!r} has only unknown tokens for this {tokenizer.kind} "
+            "vocabulary; use words the model was trained on"
+        )
+    if len(prompt_ids) == 0:  # start at a line boundary
+        start = tokenizer.eos_id if tokenizer.eos_id is not None else tokenizer.encode("\n")[0]
+        prompt_ids = np.array([start], np.int32)
+    runner = runner or model.clone_for_batch(1, stateful=True)
+    reset_recurrent_states(runner)
+
+    @tf.function(reduce_retracing=True, autograph=False)
+    def step(x):
+        return runner(x, training=False)[:, -1, :]  # (1, V) logits of the next token
+
+    logits = step(prompt_ids[None]).numpy()[0]
+    out = []
+    for _ in range(max_tokens):
+        token = sampler(logits, rng)
+        out.append(token)
+        if on_token is not None:
+            on_token(token)
+        logits = step(np.array([[token]], np.int32)).numpy()[0]
+    return out
+
+
+def stream_to_stdout(tokenizer):
+    """An ``on_token`` callback that prints tokens as they arrive."""
+    sep = "" if tokenizer.kind == "char" else " "
+
+    def emit(token_id: int):
+        tok = tokenizer.vocab[token_id]
+        if tokenizer.kind == "subword" and tok.startswith("##"):
+            sys.stdout.write(tok[2:])
+        elif tok == EOS:
+            sys.stdout.write("\n")
+        else:
+            sys.stdout.write(tok if sep == "" else sep + tok)
+        sys.stdout.flush()
+
+    return emit
+

@@ -1,0 +1,279 @@
+"""``keras-seq train lm``: recurrent language models on the shared trainer.
+
+Training is ``model.fit`` with stateful truncated BPTT: the stream layout of
+:mod:`keras_seq.data.batching`, a fixed batch size, ``shuffle=False`` and
+:class:`~keras_seq.training.callbacks.ResetStatesCallback`. ``bptt_mode="full"`` trains
+stateless on whole lines instead. Besides the shared run directory
+(:mod:`keras_seq.runs`) an LM run logs ``tensorboard/diagnostics`` (gradient norms,
+learning rate), ``tensorboard/samples`` (text sampled each epoch) and
+``tensorboard/activations`` (histograms on a fixed validation window).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_seq.data.batching import StreamLayout, padded_batches, stream_arrays
+from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
+from keras_seq.errors import KerasSeqError
+from keras_seq.keras_metrics import Perplexity
+from keras_seq.models.rnn_lm import RecurrentLM
+from keras_seq.sampling import TopKSampler
+from keras_seq.tasks.lm.config import LMConfig
+from keras_seq.tasks.lm.evaluation import corpus_for, evaluate_run, generate_tokens
+from keras_seq.training import callbacks as cb
+from keras_seq.training import trainer
+from keras_seq.training.trainer import FitPlan, Prepared
+
+# ----------------------------------------------------------------------------------------
+# Data
+
+
+def _full_bptt_data(ids: np.ndarray, eos_id: int, batch_size: int, bptt_cap: int = 400):
+    """Whole lines (at most ``bptt_cap`` + 1 tokens each) as padded batches for stateless
+    full BPTT: lists of ``x``, ``y`` and ``sample_weight`` arrays, one entry per batch."""
+    cuts = np.flatnonzero(ids == eos_id) + 1
+    lines = [line for line in np.split(ids, cuts) if len(line) >= 2]
+    lines = [line[: bptt_cap + 1] for line in lines]
+    xs, ys, ws = [], [], []
+    for batch, mask in padded_batches(lines, batch_size, pad_id=0, bucket=True, seed=0):
+        xs.append(batch[:, :-1])
+        ys.append(batch[:, 1:])
+        ws.append(mask[:, 1:].astype("float32"))
+    return xs, ys, ws
+
+
+def _padded_dataset(xs, ys, ws):
+    def gen():
+        yield from zip(xs, ys, ws)
+
+    spec = (tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, None), tf.int32),
+            tf.TensorSpec((None, None), tf.float32))
+    return tf.data.Dataset.from_generator(gen, output_signature=spec)
+
+
+def unseen_unk_warning(train_ids, val_ids, unk_id: int, threshold: float = 0.005) -> str | None:
+    """A note when validation has ``<unk>`` tokens but training has none.
+
+    A neural LM then learns to give ``<unk>`` almost no probability, and every unknown
+    word in validation costs many nats (on tinyshakespeare words with ``min_count=1``,
+    about 16.6 nats each: 13% of the whole validation loss).
+    """
+    if len(val_ids) == 0 or np.any(train_ids == unk_id):
+        return None
+    share = float(np.mean(val_ids == unk_id))
+    if share < threshold:
+        return None
+    return (f"note: {share:.1%} of the validation tokens are <unk> but the training stream "
+            "has none, so the model will learn to give <unk> almost no probability and "
+            "each one will cost many nats. Use --min-count 2 (words seen once in training "
+            "become <unk>) or --max-vocab so that <unk> occurs in training.")
+
+
+# ----------------------------------------------------------------------------------------
+# Callbacks of an LM run
+
+
+class _SampleWriter(keras.callbacks.Callback):
+    """Sample text each epoch into TensorBoard (and keep it for the diagnostics)."""
+
+    def __init__(self, tokenizer, log_dir, n_tokens: int, seed: int):
+        super().__init__()
+        self.tokenizer, self.n_tokens, self.seed = tokenizer, n_tokens, seed
+        self.writer = tf.summary.create_file_writer(str(log_dir))
+        self.last: list[str] = []
+        self._runner = None
+
+    def sample(self) -> list[str]:
+        if self._runner is None:
+            self._runner = self.model.clone_for_batch(1, stateful=True)
+        self._runner.set_weights(self.model.get_weights())
+        ids = generate_tokens(self.model, self.tokenizer, "", self.n_tokens,
+                              TopKSampler(10), seed=self.seed, runner=self._runner)
+        self.last = self.tokenizer.ids_to_tokens(ids)
+        return self.last
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.n_tokens <= 0 or not np.isfinite((logs or {}).get("loss", 0.0)):
+            return  # nothing to sample from a model whose loss is NaN
+        text = self.tokenizer.decode(self.tokenizer.tokens_to_ids(self.sample()))
+        with self.writer.as_default(step=epoch + 1):
+            tf.summary.text("sample", tf.constant(text))
+
+
+class _ActivationHistograms(keras.callbacks.Callback):
+    """Histograms of each layer's activations on a fixed validation window."""
+
+    def __init__(self, log_dir, sample_ids: np.ndarray, freq: int):
+        super().__init__()
+        self.writer = tf.summary.create_file_writer(str(log_dir))
+        self.sample_ids, self.freq = sample_ids, freq
+        self._probe = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self.freq or (epoch + 1) % self.freq or \
+                not np.isfinite((logs or {}).get("loss", 0.0)):
+            return
+        if self._probe is None:
+            self._probe = self.model.clone_for_batch(len(self.sample_ids), stateful=False)
+        probe = self._probe
+        probe.set_weights(self.model.get_weights())
+        x = probe.embedding(self.sample_ids)
+        with self.writer.as_default(step=epoch + 1):
+            tf.summary.histogram("activations/embedding", x)
+            for rnn in probe.rnns:
+                x = rnn(x, training=False)
+                tf.summary.histogram(f"activations/{rnn.name}", x)
+            tf.summary.histogram("activations/logits", probe.head(x))
+
+
+# ----------------------------------------------------------------------------------------
+# The task
+
+
+def build_model(config: LMConfig, vocab_size: int) -> RecurrentLM:
+    stateful = config.bptt_mode == "truncated"
+    model = RecurrentLM(
+        vocab_size, embed_dim=config.embed_dim, units=config.units,
+        num_layers=config.num_layers, cell=config.cell, dropout=config.dropout,
+        tie_weights=config.tie_weights, stateful=stateful, init_scale=config.init_scale,
+        variational_dropout=config.variational_dropout, embed_dropout=config.embed_dropout,
+        weight_dropout=config.weight_dropout,
+    )
+    shape = (config.batch_size, config.bptt) if stateful else (1, config.bptt)
+    model(np.zeros(shape, np.int32))
+    clip = {"global_clipnorm": config.clip_norm} if config.clip_norm else {}
+    optimizer = (keras.optimizers.SGD(config.lr, **clip) if config.optimizer == "sgd"
+                 else keras.optimizers.Adam(config.lr, **clip))
+    model.compile(optimizer=optimizer,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=[Perplexity(from_logits=True)])
+    return model
+
+
+class LMTask(trainer.Task):
+    """Next-token language modelling with stateful truncated (or full) BPTT."""
+
+    name = "lm"
+    config_cls = LMConfig
+    budget_check = "epoch"  # stateful streams stay whole, so --resume is exact
+
+    def prepare(self, config: LMConfig, run_dir: Path, resume: bool, printer) -> Prepared:
+        corpus = corpus_for(config)
+        if resume:
+            tokenizer = load_tokenizer(run_dir)
+        else:
+            tokenizer = make_tokenizer(
+                config.tokenizer, max_vocab=config.max_vocab, min_count=config.min_count,
+                vocab_size=config.vocab_size, lower=config.lower,
+            ).fit(corpus.text("train"))
+        train_ids = tokenizer.encode(corpus.text("train"))
+        val_text = corpus.text("val")
+        val_ids = tokenizer.encode(val_text) if val_text.strip() else np.array([], np.int32)
+        warning = unseen_unk_warning(train_ids, val_ids, tokenizer.unk_id)
+        return Prepared(tokenizers={"tokenizer.json": tokenizer},
+                        chance_loss=math.log(tokenizer.vocab_size),
+                        notes=[("unk-unseen", warning)] if warning else [],
+                        data={"tokenizer": tokenizer, "corpus": corpus, "train_ids": train_ids,
+                              "val_ids": val_ids})
+
+    def build_model(self, config: LMConfig, prepared: Prepared):
+        return build_model(config, prepared.data["tokenizer"].vocab_size)
+
+    def fit_plan(self, config: LMConfig, prepared: Prepared, model, initial_epoch: int,
+                 printer) -> FitPlan:
+        train_ids, val_ids = prepared.data["train_ids"], prepared.data["val_ids"]
+        B, T = config.batch_size, config.bptt
+        if config.bptt_mode == "truncated":
+            x, y = stream_arrays(train_ids, B, T)
+            steps = StreamLayout(len(train_ids), B, T).num_batches
+            if config.max_steps_per_epoch:
+                steps = min(steps, config.max_steps_per_epoch)
+                x, y = x[: steps * B], y[: steps * B]
+            kwargs = {"x": x, "y": y, "batch_size": B, "shuffle": False,
+                      "validation_data": None}
+            if len(val_ids) > B * (T + 1):
+                kwargs["validation_data"] = stream_arrays(val_ids, B, T)
+            else:
+                printer(f"note: val split too short for batch {B} × bptt {T}; no validation "
+                        "in fit")
+            return FitPlan(kwargs, steps, items_per_step=B * T, unit="tokens")
+        eos_id = prepared.data["tokenizer"].eos_id
+        if eos_id is None:
+            raise KerasSeqError("full-BPTT mode trains on whole lines and needs a word or "
+                                "subword tokenizer (char has no line token)")
+        xs, ys, ws = _full_bptt_data(train_ids, eos_id, B)
+        if config.max_steps_per_epoch:
+            xs, ys, ws = (v[: config.max_steps_per_epoch] for v in (xs, ys, ws))
+        kwargs = {"x": _padded_dataset(xs, ys, ws).repeat(), "steps_per_epoch": len(xs),
+                  "shuffle": False, "validation_data": None}
+        if len(val_ids) > 2:
+            val_batches = _full_bptt_data(val_ids, eos_id, B)
+            kwargs["validation_data"] = _padded_dataset(*val_batches).repeat()
+            kwargs["validation_steps"] = len(val_batches[0])
+        tokens = sum(float(w.sum()) for w in ws) / max(len(ws), 1)
+        return FitPlan(kwargs, len(xs), items_per_step=tokens, unit="tokens")
+
+    def callbacks(self, config: LMConfig, prepared: Prepared, run_dir: Path, report: list,
+                  printer):
+        tb_dir = run_dir / "tensorboard"
+        first = []
+        if config.bptt_mode == "truncated":
+            first.append(cb.ResetStatesCallback())
+        if config.optimizer == "sgd" or config.lr_decay != 1.0:
+            first.append(cb.PTBLearningRate(config.lr, config.lr_decay, config.decay_start))
+        middle = [cb.GradientNormLogger(tb_dir / "diagnostics", every=config.log_every),
+                  _SampleWriter(prepared.data["tokenizer"], tb_dir / "samples",
+                                config.sample_tokens, config.seed)]
+        val_ids, T = prepared.data["val_ids"], config.bptt
+        if config.histogram_freq and len(val_ids) > T:
+            window = (val_ids[: 4 * T].reshape(4, T) if len(val_ids) >= 4 * T
+                      else val_ids[None, :T])
+            middle.append(_ActivationHistograms(tb_dir / "activations", window,
+                                                config.histogram_freq))
+        return first, middle
+
+    def sample_fn(self, middle_callbacks):
+        sampler = next(c for c in middle_callbacks if isinstance(c, _SampleWriter))
+        return (lambda: sampler.last) if sampler.n_tokens else None
+
+    def results(self, config: LMConfig, prepared: Prepared, run_dir: Path, model) -> dict:
+        tokenizer, corpus = prepared.data["tokenizer"], prepared.data["corpus"]
+        results = {"tokenizer": tokenizer.describe(), "corpus": corpus.describe()}
+        for split in ("val", "test"):
+            if corpus.text(split).strip():
+                results[split] = evaluate_run(run_dir, split).to_dict()
+        return results
+
+    def result_lines(self, results: dict) -> list[str]:
+        lines = []
+        for split in ("val", "test"):
+            if split in results:
+                r = results[split]
+                lines.append(f"{split:<12} cross-entropy {r['nats']:.4f} nats "
+                             f"({r['bits']:.3f} bits), PPL {r['ppl']:.2f} over "
+                             f"{r['tokens']:,} tokens")
+        lines.append(f"fingerprint  {results['tokenizer']['fingerprint']}")
+        return lines
+
+
+TASK = LMTask()
+
+
+def train_lm(config: LMConfig, run_dir: str | Path, resume: bool = False,
+             verbose: int = 1, printer=print) -> dict:
+    """Train a recurrent LM into ``run_dir`` (or continue it with ``resume=True``).
+
+    Returns the final metrics dict (also written to ``metrics.json``).
+    """
+    return trainer.train(TASK, config, run_dir, resume=resume, verbose=verbose,
+                         printer=printer)
+
+
+def format_results(results: dict) -> str:
+    return trainer.format_results(results, TASK)

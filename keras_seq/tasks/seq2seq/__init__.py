@@ -1,0 +1,9 @@
+"""Sequence-to-sequence workflows around :class:`keras_seq.models.seq2seq.Seq2Seq`.
+
+* :mod:`~keras_seq.tasks.seq2seq.decoding` — batched greedy (in-graph) and beam search;
+* :mod:`~keras_seq.tasks.seq2seq.metrics` — exact match, token accuracy, corpus BLEU, per length;
+* :mod:`~keras_seq.tasks.seq2seq.plots` — attention heatmaps and accuracy-vs-length curves;
+* :mod:`~keras_seq.tasks.seq2seq.export` — a string → string SavedModel;
+* :mod:`~keras_seq.tasks.seq2seq.training` — run directories: train, resume, evaluate, translate;
+* :mod:`~keras_seq.tasks.seq2seq.bench` — attention vs no attention on long reversals.
+"""

@@ -1,0 +1,228 @@
+"""One trainer for every task shape: run directory, resume, time budget, diagnostics, results.
+
+A task (language model, seq2seq, classifier, tagger, conditioned LM) plugs in only what
+differs — its data, its model, its fit arguments, its extra callbacks and its evaluation —
+by subclassing :class:`Task`. :func:`train` does the rest the same way for all of them:
+
+1. refuses a run directory that already holds a run (unless ``resume``), or, resuming,
+   reloads the saved config (``--epochs`` may grow) and checks the run's task and version;
+2. seeds every RNG, lets the task prepare its data (tokenizers fitted on train, or loaded
+   from the run when resuming) and saves tokenizers and ``config.json`` atomically;
+3. builds the model, or reloads ``checkpoints/last.keras`` with its optimizer and the
+   dropout RNG states (``state.json``) so a resumed run ends with exactly the weights of
+   an uninterrupted one;
+4. runs ``model.fit`` with the shared callbacks — NaN guard, diagnostics said in words,
+   TensorBoard, ``metrics.csv``, checkpoints, time budget — around the task's own;
+5. evaluates through the task and writes ``metrics.json``.
+
+See :mod:`keras_seq.runs` for the run directory layout.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from keras_seq import runs
+from keras_seq.errors import KerasSeqError
+from keras_seq.training.config import TrainConfig
+
+
+@dataclass
+class Prepared:
+    """What a task's :meth:`Task.prepare` hands to the trainer.
+
+    Attributes:
+        tokenizers: ``{file name: tokenizer}`` saved into a fresh run directory.
+        chance_loss: the loss of a uniform guess (``ln`` of the number of outputs), for the
+            "not learning" and "diverging" diagnostics.
+        notes: ``(kind, message)`` warnings printed before training and kept under
+            ``diagnostics`` in ``metrics.json``.
+        data: anything else the task needs later (encoded splits, labels, …).
+    """
+
+    tokenizers: dict = field(default_factory=dict)
+    chance_loss: float | None = None
+    notes: list[tuple[str, str]] = field(default_factory=list)
+    data: dict = field(default_factory=dict)
+
+
+@dataclass
+class FitPlan:
+    """The task's arguments for ``model.fit`` and how to count its throughput.
+
+    Attributes:
+        kwargs: passed to ``fit`` (``x``/``y`` or a dataset, ``batch_size``,
+            ``validation_data``, ``shuffle``…); ``epochs``, ``initial_epoch``, ``callbacks``
+            and ``verbose`` are added by the trainer.
+        steps: optimizer steps per epoch.
+        items_per_step: tokens or examples per step, for the ``{unit}_per_sec`` result.
+        unit: what ``items_per_step`` counts (``"tokens"``, ``"examples"``).
+    """
+
+    kwargs: dict
+    steps: int
+    items_per_step: float = 0.0
+    unit: str = "examples"
+
+
+class Task:
+    """The part of a training run that differs between task shapes.
+
+    Subclasses set ``name`` (``keras-seq train NAME``) and ``config_cls`` and implement
+    :meth:`prepare`, :meth:`build_model`, :meth:`fit_plan` and :meth:`results`.
+    """
+
+    name: str = "?"
+    config_cls: type[TrainConfig] = TrainConfig
+    #: "epoch": stop at the first epoch end past the budget (keeps stateful streams whole);
+    #: "batch": stop mid-epoch as soon as it is past.
+    budget_check: str = "epoch"
+
+    def prepare(self, config, run_dir: Path, resume: bool, printer) -> Prepared:
+        """Load the data; fit the tokenizers (fresh) or load them from ``run_dir`` (resume).
+
+        May fill config fields that depend on the data (e.g. the longest source)."""
+        raise NotImplementedError
+
+    def build_model(self, config, prepared: Prepared):
+        """A built and compiled Keras model."""
+        raise NotImplementedError
+
+    def fit_plan(self, config, prepared: Prepared, model, initial_epoch: int,
+                 printer) -> FitPlan:
+        """What to pass to ``model.fit`` from ``initial_epoch`` on."""
+        raise NotImplementedError
+
+    def callbacks(self, config, prepared: Prepared, run_dir: Path, report: list, printer):
+        """``(first, middle)``: callbacks that must run before the NaN guard (state resets,
+        learning-rate schedules) and task callbacks that add to the epoch logs before they
+        are written (validation metrics, samples)."""
+        return [], []
+
+    def sample_fn(self, middle_callbacks):
+        """Optional ``() -> list[str]`` of sampled tokens for the repetition diagnostic."""
+        return None
+
+    def results(self, config, prepared: Prepared, run_dir: Path, model) -> dict:
+        """Task results merged into ``metrics.json`` (evaluations with fingerprints)."""
+        return {}
+
+    def result_lines(self, results: dict) -> list[str]:
+        """Task lines of the one-screen summary after the shared ones."""
+        return []
+
+
+# ----------------------------------------------------------------------------------------
+
+
+def _resolve_config(task: Task, config, run_dir: Path, resume: bool):
+    if resume:
+        runs.check_run_dir(run_dir, task.name)
+        saved = task.config_cls.load(run_dir / runs.CONFIG)
+        return task.config_cls.from_dict({**saved.to_dict(),
+                                          "epochs": max(config.epochs, saved.epochs)})
+    if (run_dir / runs.CONFIG).exists():
+        raise KerasSeqError(f"{run_dir} already holds a run; pass --resume to continue it or "
+                            "choose a new --run-dir")
+    return config
+
+
+def _optimizer_steps(model) -> int:
+    return int(model.optimizer.iterations.numpy())
+
+
+def train(task: Task, config, run_dir: str | Path, resume: bool = False, verbose: int = 1,
+          printer=print) -> dict:
+    """Train ``task`` with ``config`` into ``run_dir`` (or continue it with ``resume=True``).
+
+    Returns the final results (also written to ``metrics.json``).
+    """
+    import keras
+
+    from keras_seq.training import callbacks as cb
+
+    run_dir = Path(run_dir)
+    config = _resolve_config(task, config, run_dir, resume)
+    config.validate()
+    keras.utils.set_random_seed(config.seed)
+    prepared = task.prepare(config, run_dir, resume, printer)
+    for _, note in prepared.notes:
+        printer(note)
+    if not resume:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for filename, tokenizer in prepared.tokenizers.items():
+            tokenizer.save(run_dir / filename)
+        config.save(run_dir / runs.CONFIG)
+
+    if resume:
+        model, initial_epoch = cb.resume_from_checkpoint(run_dir)
+    else:
+        model, initial_epoch = task.build_model(config, prepared), 0
+    if initial_epoch >= config.epochs:
+        printer(f"{run_dir} already trained {initial_epoch} epoch(s); nothing to do")
+        return json.loads((run_dir / runs.METRICS).read_text())
+    plan = task.fit_plan(config, prepared, model, initial_epoch, printer)
+
+    report = [{"epoch": 0, "kind": kind, "message": note} for kind, note in prepared.notes]
+    tb_dir = run_dir / "tensorboard"
+    first, middle = task.callbacks(config, prepared, run_dir, report, printer)
+    nan_guard = cb.NaNGuard()
+    budget = cb.TimeBudget(config.max_minutes, per_batch=task.budget_check == "batch")
+    shared_diagnostics = []
+    if prepared.chance_loss is not None:
+        shared_diagnostics.append(cb.TrainingDiagnostics(
+            chance_loss=prepared.chance_loss, sample_fn=task.sample_fn(middle), report=report,
+            printer=printer))
+    callbacks = [
+        *first,
+        nan_guard,
+        *middle,
+        *shared_diagnostics,
+        keras.callbacks.TensorBoard(str(tb_dir), write_graph=False,
+                                    histogram_freq=getattr(config, "histogram_freq", 0)),
+        keras.callbacks.CSVLogger(str(run_dir / "metrics.csv"), append=resume),
+        cb.RunCheckpoint(run_dir, nan_guard),
+        budget,
+    ]
+
+    steps_before = _optimizer_steps(model)
+    started = time.monotonic()
+    model.fit(**plan.kwargs, epochs=config.epochs, initial_epoch=initial_epoch,
+              callbacks=callbacks, verbose=verbose)
+    seconds = time.monotonic() - started
+    if nan_guard.tripped:
+        last = run_dir / runs.LAST
+        raise KerasSeqError(nan_guard.message(str(last) if last.is_file() else None))
+
+    state = json.loads((run_dir / runs.STATE).read_text())
+    steps_run = _optimizer_steps(model) - steps_before
+    results = {"run_dir": str(run_dir), "kind": task.name, "epochs_done": state["epochs_done"],
+               "train_minutes": seconds / 60, "params": int(model.count_params()),
+               "time_budget_hit": budget.hit, "diagnostics": report}
+    if plan.items_per_step:
+        results[f"{plan.unit}_per_sec"] = steps_run * plan.items_per_step / max(seconds, 1e-9)
+    results.update(task.results(config, prepared, run_dir, model))
+    runs.write_json_atomic(run_dir / runs.METRICS, results)
+    return results
+
+
+def format_results(results: dict, task: Task | None = None) -> str:
+    """The one-screen summary printed after training (shared lines, then the task's)."""
+    params = results["params"]
+    total = params["total"] if isinstance(params, dict) else params
+    detail = (f" (attention {params['attention']:,})"
+              if isinstance(params, dict) and "attention" in params else "")
+    speed = next((f" ({v:,.0f} {k[:-8]}/s)" for k, v in results.items()
+                  if k.endswith("_per_sec") and v), "")
+    lines = [f"run          {results['run_dir']}",
+             f"params       {total:,}{detail}",
+             f"trained      {results['epochs_done']} epoch(s) in {results['train_minutes']:.1f} "
+             f"min{speed}"]
+    if results.get("time_budget_hit"):
+        lines[-1] += " — stopped by the time budget"
+    if task is not None:
+        lines += task.result_lines(results)
+    return "\n".join(lines)
