@@ -56,7 +56,8 @@ def attention_heatmap(weights, source_tokens, output_tokens, path, title: str = 
 
 def length_curve(curves: dict, path, metric: str = "exact_match",
                  title: str = "accuracy vs source length") -> Path:
-    """Plot ``{model name: by_length rows}`` (see :func:`~keras_seq.tasks.seq2seq.metrics.by_length`)."""
+    """Plot ``{model name: by_length rows}`` (see
+    :func:`~keras_seq.tasks.seq2seq.metrics.by_length`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
