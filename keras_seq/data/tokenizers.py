@@ -279,6 +279,26 @@ class WordTokenizer(Tokenizer):
         self._set_vocab(_ranked_vocab(counts, self.specials, **self._vocab_limits()))
         return self
 
+    def fit_tokens(self, token_lists) -> WordTokenizer:
+        """Fit on text that is already split into words (CoNLL columns, tagging data).
+
+        >>> tok = WordTokenizer().fit_tokens([["U.S.", "stocks"], ["stocks", "fell"]])
+        >>> tok.encode_tokens(["Stocks", "rose"]).tolist()
+        [3, 1]
+        """
+        lower = self.options["lower"]
+        counts = collections.Counter(t.lower() if lower else t
+                                     for tokens in token_lists for t in tokens)
+        if not counts:
+            raise DataError("cannot fit a word tokenizer on data with no words")
+        self._set_vocab(_ranked_vocab(counts, self.specials, **self._vocab_limits()))
+        return self
+
+    def encode_tokens(self, tokens) -> np.ndarray:
+        """Ids of words that are already split (one id per word, no ``<eos>``)."""
+        lower = self.options["lower"]
+        return self.tokens_to_ids([t.lower() if lower else t for t in tokens])
+
     def _vocab_limits(self) -> dict:
         return {"max_vocab": self.options["max_vocab"], "min_count": self.options["min_count"]}
 

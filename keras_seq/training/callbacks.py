@@ -146,6 +146,7 @@ class TrainingDiagnostics(keras.callbacks.Callback):
         if (vocab_size is None) == (chance_loss is None):
             raise ValueError("pass exactly one of vocab_size (|V|) and chance_loss")
         self.uniform_loss = math.log(vocab_size) if chance_loss is None else float(chance_loss)
+        self.uniform_name = "ln|V|" if chance_loss is None else "the chance loss"
         self.sample_fn = sample_fn
         self.report = report if report is not None else []
         self.printer = printer
@@ -165,15 +166,16 @@ class TrainingDiagnostics(keras.callbacks.Callback):
         # From the second epoch on: a first epoch may legitimately end near ln|V|.
         if loss is not None and math.isfinite(loss) and loss > 2 * self.uniform_loss + 1:
             self._say(epoch, "diverging",
-                      f"diverging: training loss {loss:.4g} is far above ln|V| = "
+                      f"diverging: training loss {loss:.4g} is far above {self.uniform_name} = "
                       f"{self.uniform_loss:.3f}, worse than a uniform guess. The learning rate "
                       "is too high or gradients explode: lower --lr and clip (--clip-norm 5).")
         elif epoch >= 1 and loss is not None and math.isfinite(loss) and \
                 abs(loss - self.uniform_loss) < 0.05 * self.uniform_loss:
             self._say(epoch, "not_learning",
-                      f"not learning: training loss {loss:.3f} is still close to ln|V| = "
-                      f"{self.uniform_loss:.3f} (a uniform guess). Check that targets are the "
-                      "inputs shifted by one, that the learning rate is neither tiny nor huge, "
+                      f"not learning: training loss {loss:.3f} is still close to "
+                      f"{self.uniform_name} = {self.uniform_loss:.3f} (a uniform guess). Check "
+                      "that the targets belong to the inputs (for a language model: the inputs "
+                      "shifted by one), that the learning rate is neither tiny nor huge, "
                       "that gradients are non-zero (grad_norm in TensorBoard) and that the "
                       "loss takes logits (from_logits=True).")
         if len(self.history) >= 3:

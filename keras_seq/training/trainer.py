@@ -35,7 +35,8 @@ class Prepared:
     """What a task's :meth:`Task.prepare` hands to the trainer.
 
     Attributes:
-        tokenizers: ``{file name: tokenizer}`` saved into a fresh run directory.
+        artifacts: ``{file name: object with .save(path)}`` (tokenizers, label
+            vocabularies) saved into a fresh run directory.
         chance_loss: the loss of a uniform guess (``ln`` of the number of outputs), for the
             "not learning" and "diverging" diagnostics.
         notes: ``(kind, message)`` warnings printed before training and kept under
@@ -43,7 +44,7 @@ class Prepared:
         data: anything else the task needs later (encoded splits, labels, …).
     """
 
-    tokenizers: dict = field(default_factory=dict)
+    artifacts: dict = field(default_factory=dict)
     chance_loss: float | None = None
     notes: list[tuple[str, str]] = field(default_factory=list)
     data: dict = field(default_factory=dict)
@@ -153,8 +154,8 @@ def train(task: Task, config, run_dir: str | Path, resume: bool = False, verbose
         printer(note)
     if not resume:
         run_dir.mkdir(parents=True, exist_ok=True)
-        for filename, tokenizer in prepared.tokenizers.items():
-            tokenizer.save(run_dir / filename)
+        for filename, artifact in prepared.artifacts.items():
+            artifact.save(run_dir / filename)
         config.save(run_dir / runs.CONFIG)
 
     if resume:

@@ -176,7 +176,7 @@ class LMTask(trainer.Task):
         val_text = corpus.text("val")
         val_ids = tokenizer.encode(val_text) if val_text.strip() else np.array([], np.int32)
         warning = unseen_unk_warning(train_ids, val_ids, tokenizer.unk_id)
-        return Prepared(tokenizers={"tokenizer.json": tokenizer},
+        return Prepared(artifacts={"tokenizer.json": tokenizer},
                         chance_loss=math.log(tokenizer.vocab_size),
                         notes=[("unk-unseen", warning)] if warning else [],
                         data={"tokenizer": tokenizer, "corpus": corpus, "train_ids": train_ids,

@@ -26,6 +26,7 @@ from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.seq2seq import Seq2Seq
 from keras_seq.runs import json_safe
+from keras_seq.tasks._common import batches_dataset, passes_done
 from keras_seq.tasks.seq2seq import decoding, metrics
 from keras_seq.training import trainer
 from keras_seq.training.config import TrainConfig
@@ -152,24 +153,6 @@ def make_batches(encoded, batch_size: int, bos: int, eos: int, seed: int | None 
             w[row, :len(t) + 1] = 1.0
         batches.append(((src, dec_in), dec_out, w))
     return batches
-
-
-def batch_dataset(batches, seed: int, repeat: bool):
-    """A ``tf.data`` pipeline over precomputed batches (order reshuffled every pass)."""
-    state = {"pass": 0}
-
-    def gen():
-        order = np.arange(len(batches))
-        if repeat:
-            np.random.default_rng(seed + state["pass"]).shuffle(order)
-            state["pass"] += 1
-        for i in order:
-            yield batches[i]
-
-    spec = ((tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, None), tf.int32)),
-            tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, None), tf.float32))
-    ds = tf.data.Dataset.from_generator(gen, output_signature=spec)
-    return (ds.repeat() if repeat else ds).prefetch(2)
 
 
 # ----------------------------------------------------------------------------------------
@@ -373,7 +356,7 @@ class Seq2SeqTask(trainer.Task):
         if not train:
             raise KerasSeqError(f"task {config.task} has no usable training pairs")
         return Prepared(
-            tokenizers={"source_tokenizer.json": src_tok, "target_tokenizer.json": tgt_tok},
+            artifacts={"source_tokenizer.json": src_tok, "target_tokenizer.json": tgt_tok},
             chance_loss=math.log(tgt_tok.vocab_size),
             data={"data": data, "src_tok": src_tok, "tgt_tok": tgt_tok, "train": train,
                   "val": val})
@@ -389,15 +372,15 @@ class Seq2SeqTask(trainer.Task):
         train_batches = make_batches(train, config.batch_size, bos, eos, seed=config.seed)
         steps = config.steps_per_epoch or len(train_batches)
         # Resumed runs continue the batch order where the interrupted run would have been.
-        passes_done = (initial_epoch * steps) // len(train_batches)
-        train_ds = batch_dataset(train_batches, config.seed + passes_done, repeat=True)
+        done = passes_done(initial_epoch, steps, len(train_batches))
+        train_ds = batches_dataset(train_batches, config.seed + done, repeat=True)
         val_batches = make_batches(val, config.batch_size, bos, eos, seed=None) if val else []
         params = model.param_report()
         printer(f"{config.attention} seq2seq: {params['total']:,} parameters "
                 f"({params['attention']:,} in attention); {len(train):,} training pairs, "
                 f"{steps} steps/epoch")
         kwargs = {"x": train_ds, "steps_per_epoch": steps, "shuffle": False,
-                  "validation_data": (batch_dataset(val_batches, config.seed, repeat=False)
+                  "validation_data": (batches_dataset(val_batches, config.seed, repeat=False)
                                       if val else None),
                   "validation_steps": len(val_batches) or None}
         return FitPlan(kwargs, steps, items_per_step=config.batch_size, unit="pairs")

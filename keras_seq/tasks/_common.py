@@ -1,0 +1,136 @@
+"""Pieces shared by the task modules (labels, padded example batches, epoch datasets).
+
+* :class:`Labels` — a label vocabulary saved in the run directory (``labels.json``);
+* :func:`example_batches` — length-bucketed, padded batches of ``(ids, target)`` examples
+  with per-token weights for aligned targets;
+* :func:`batches_dataset` — a ``tf.data`` pipeline over precomputed batches whose order
+  is reshuffled each pass from ``seed + pass`` (so a resumed run sees the same order).
+
+>>> labels = Labels(["neg", "pos"])
+>>> labels.ids(["pos", "neg"]).tolist(), labels.names([1, 0])
+([1, 0], ['pos', 'neg'])
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from keras_seq.errors import DataError
+from keras_seq.runs import write_json_atomic
+
+LABELS_FORMAT = "keras-seq-labels"
+
+
+class Labels:
+    """An ordered label vocabulary (class names of a classifier, tags of a tagger)."""
+
+    def __init__(self, names):
+        self.list = [str(n) for n in names]
+        if len(set(self.list)) != len(self.list) or not self.list:
+            raise DataError(f"labels must be distinct and non-empty, got {self.list!r}")
+        self.index = {n: i for i, n in enumerate(self.list)}
+
+    def __len__(self) -> int:
+        return len(self.list)
+
+    def ids(self, names, what: str = "label") -> np.ndarray:
+        unknown = sorted({n for n in names if n not in self.index})
+        if unknown:
+            raise DataError(f"{what}(s) {', '.join(map(repr, unknown[:5]))} are not among the "
+                            f"{len(self)} seen in training ({', '.join(self.list[:10])}"
+                            f"{'…' if len(self) > 10 else ''}); add examples of them to the "
+                            "training split")
+        return np.array([self.index[n] for n in names], np.int32)
+
+    def names(self, ids) -> list[str]:
+        return [self.list[int(i)] for i in ids]
+
+    def save(self, path: str | Path) -> None:
+        write_json_atomic(path, {"format": LABELS_FORMAT, "labels": self.list})
+
+    @classmethod
+    def load(cls, path: str | Path) -> Labels:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise DataError(f"cannot read the label vocabulary {path}: {err}") from None
+        if not isinstance(data, dict) or data.get("format") != LABELS_FORMAT:
+            raise DataError(f"{path} is not a keras-seq label file (expected format "
+                            f"{LABELS_FORMAT!r})")
+        return cls(data["labels"])
+
+
+def example_batches(inputs, targets, batch_size: int, seed: int | None = 0):
+    """Padded batches ``(ids (B, T), target, weights)`` sorted into similar lengths.
+
+    Args:
+        inputs: list of 1-D int id arrays (none empty).
+        targets: one int per input (classification: ``target`` is ``(B,)``) or one int
+            array per input, aligned with it (tagging: ``target`` is ``(B, T)``).
+        batch_size: examples per batch.
+        seed: shuffles which examples share a length before batching (``None``: keep the
+            order, for evaluation).
+
+    Returns:
+        a list of ``(ids, target, weights)``; ``weights`` is ``(B,)`` ones for
+        classification and the ``(B, T)`` real-token mask for aligned targets.
+    """
+    order = np.arange(len(inputs))
+    if seed is not None:
+        np.random.default_rng(seed).shuffle(order)
+    order = sorted(order, key=lambda i: len(inputs[i]))  # stable: random within a length
+    aligned = len(targets) > 0 and np.ndim(targets[0]) == 1
+    batches = []
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        width = max(len(inputs[i]) for i in idx)
+        ids = np.zeros((len(idx), width), np.int32)
+        for row, i in enumerate(idx):
+            ids[row, :len(inputs[i])] = inputs[i]
+        if aligned:
+            target = np.zeros((len(idx), width), np.int32)
+            for row, i in enumerate(idx):
+                target[row, :len(targets[i])] = targets[i]
+            weights = (ids != 0).astype(np.float32)
+        else:
+            target = np.asarray([targets[i] for i in idx], np.int32)
+            weights = np.ones(len(idx), np.float32)
+        batches.append((ids, target, weights))
+    return batches
+
+
+def batches_dataset(batches, seed: int, repeat: bool):
+    """A ``tf.data`` pipeline over precomputed batches (order reshuffled every pass).
+
+    Every element of a batch may have any shape; the signature is read off the first
+    batch with all dimensions left open.
+    """
+    import tensorflow as tf
+
+    state = {"pass": 0}
+
+    def gen():
+        order = np.arange(len(batches))
+        if repeat:
+            np.random.default_rng(seed + state["pass"]).shuffle(order)
+            state["pass"] += 1
+        for i in order:
+            yield batches[i]
+
+    def spec(value):
+        if isinstance(value, tuple):
+            return tuple(spec(v) for v in value)
+        value = np.asarray(value)
+        return tf.TensorSpec((None,) * value.ndim, tf.as_dtype(value.dtype))
+
+    ds = tf.data.Dataset.from_generator(gen, output_signature=spec(batches[0]))
+    return (ds.repeat() if repeat else ds).prefetch(2)
+
+
+def passes_done(initial_epoch: int, steps_per_epoch: int, num_batches: int) -> int:
+    """Full passes over the batches before ``initial_epoch`` (where a resumed run goes on)."""
+    return (initial_epoch * steps_per_epoch) // max(num_batches, 1)

@@ -1,0 +1,217 @@
+"""``keras-seq train tag``: aligned N→N tagging on the shared trainer.
+
+Sentences arrive already split into words (CoNLL columns, CoNLL-U, ``restore-punct``), so
+the word vocabulary is fitted on the training words as they are (:meth:`fit_tokens`, no
+re-splitting that would break the alignment with the tags). A
+:class:`~keras_seq.models.tagger.SequenceTagger` (bidirectional by default) predicts one
+tag per word; padding carries weight 0. The run directory adds ``labels.json`` (the tag
+vocabulary); ``metrics.json`` holds token accuracy, per-tag and micro/macro F1 over the
+informative tags and, for BIO tags, span F1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from keras_seq import runs
+from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
+from keras_seq.errors import KerasSeqError
+from keras_seq.models.tagger import SequenceTagger
+from keras_seq.tasks._common import Labels, batches_dataset, example_batches, passes_done
+from keras_seq.tasks.tag.data import make_tagging_task
+from keras_seq.tasks.tag.metrics import tagging_report
+from keras_seq.training import trainer
+from keras_seq.training.config import TrainConfig
+from keras_seq.training.trainer import FitPlan, Prepared
+
+LABELS_FILE = "labels.json"
+
+
+@dataclass
+class TagConfig(TrainConfig):
+    """Everything that decides a tagging run. Saved as ``config.json``."""
+
+    kind = "tag"
+
+    # data
+    task: str = "restore-punct"  # restore-punct[:CORPUS] | conll:PATH | conllu:PATH
+    data: str | None = None  # restore-punct: the corpus (default python-docs)
+    data_dir: str | None = None
+    split_ratio: str = "80/10/10"
+    max_sentences: int | None = None
+    max_len: int = 40  # restore-punct: words per sentence
+    token_col: int = 0  # conll columns
+    tag_col: int = -1
+    tag_field: str = "upos"  # conllu: upos | xpos | deprel
+    max_vocab: int | None = None
+    min_count: int | None = None
+    lower: bool | None = None
+    # model
+    cell: str = "lstm"
+    units: int = 128  # per direction
+    embed_dim: int = 64
+    num_layers: int = 1
+    bidirectional: bool = True
+    dropout: float = 0.0
+    # optimisation
+    batch_size: int = 32
+    epochs: int = 10
+    lr: float = 2e-3
+
+    def problems(self) -> list[str]:
+        problems = super().problems()
+        if self.cell not in ("rnn", "gru", "lstm"):
+            problems.append(f"cell must be rnn, gru or lstm (got {self.cell!r})")
+        for name in ("units", "embed_dim", "num_layers", "max_len"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be ≥ 1 (got {getattr(self, name)})")
+        if not 0 <= self.dropout < 1:
+            problems.append(f"dropout must be in [0, 1) (got {self.dropout})")
+        return problems
+
+
+def task_data(config: TagConfig):
+    return make_tagging_task(config.task, seed=config.seed, split_ratio=config.split_ratio,
+                             max_sentences=config.max_sentences, data=config.data,
+                             data_dir=config.data_dir, max_len=config.max_len,
+                             token_col=config.token_col, tag_col=config.tag_col,
+                             tag_field=config.tag_field)
+
+
+def build_model(config: TagConfig, vocab_size: int, num_tags: int):
+    model = SequenceTagger(vocab_size, num_tags, embed_dim=config.embed_dim, units=config.units,
+                           cell=config.cell, num_layers=config.num_layers,
+                           bidirectional=config.bidirectional, dropout=config.dropout)
+    model.build((None, 8))
+    clip = {"global_clipnorm": config.clip_norm} if config.clip_norm else {}
+    model.compile(optimizer=keras.optimizers.Adam(config.lr, **clip),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+    return model
+
+
+def load_run(run_dir, which: str = "best"):
+    """``(config, tokenizer, tags, model)`` of a tagging run."""
+    run_dir = runs.check_run_dir(run_dir, "tag")
+    config = TagConfig.load(run_dir / runs.CONFIG)
+    return (config, load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE),
+            runs.load_model(run_dir, which))
+
+
+def predict_tags(model, tokenizer, tags: Labels, sentences, batch_size: int = 64):
+    """The predicted tag of every word of every sentence (lists of word lists)."""
+    encoded = [tokenizer.encode_tokens(words) if len(words) else np.zeros(0, np.int32)
+               for words in sentences]
+    nonempty = [i for i, e in enumerate(encoded) if len(e)]
+    out: list[list[str]] = [[] for _ in sentences]
+    # Targets are the sentence indices (not aligned), so each batch says whose rows it has.
+    batches = example_batches([encoded[i] for i in nonempty], nonempty, batch_size, seed=None)
+    for ids, index, _ in batches:
+        best = keras.ops.convert_to_numpy(keras.ops.argmax(model(ids, training=False), -1))
+        for row, i in enumerate(index):
+            out[i] = tags.names(best[row, :len(encoded[i])])
+    return out
+
+
+def evaluate_run(run_dir, split: str = "test") -> dict:
+    """Token accuracy, F1 over the informative tags (and BIO span F1) on ``split``."""
+    config, tokenizer, tags, model = load_run(run_dir)
+    data = task_data(config)
+    sentences = data.splits.get(split) or []
+    if not sentences:
+        raise KerasSeqError(f"split {split!r} of task {config.task} is empty")
+    pred = predict_tags(model, tokenizer, tags, [words for words, _ in sentences])
+    report = tagging_report([t for _, t in sentences], pred, data.scheme, data.default_tag)
+    return {"split": split, "n": len(sentences), "accuracy": report["accuracy"],
+            "report": report,
+            "fingerprint": {"tokenizer": tokenizer.fingerprint, "split": split,
+                            "data_sha256": data.sha256}}
+
+
+class TagTask(trainer.Task):
+    """Aligned N→N: one tag per word."""
+
+    name = "tag"
+    config_cls = TagConfig
+    budget_check = "batch"
+
+    def prepare(self, config: TagConfig, run_dir: Path, resume: bool, printer) -> Prepared:
+        data = task_data(config)
+        train = data.splits.get("train") or []
+        if not train:
+            raise KerasSeqError(f"task {config.task} has no training sentences")
+        if resume:
+            tokenizer, tags = load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE)
+        else:
+            tokenizer = make_tokenizer("word", max_vocab=config.max_vocab,
+                                       min_count=config.min_count,
+                                       lower=config.lower).fit_tokens(w for w, _ in train)
+            tags = Labels(data.tags)
+        encoded = {}
+        for split, sentences in data.splits.items():
+            known = [(w, t) for w, t in sentences if w and all(x in tags.index for x in t)]
+            if known:
+                encoded[split] = ([tokenizer.encode_tokens(w) for w, _ in known],
+                                  [tags.ids(t, "tag") for _, t in known])
+        return Prepared(artifacts={"tokenizer.json": tokenizer, LABELS_FILE: tags},
+                        chance_loss=math.log(len(tags)),
+                        notes=[("data", note) for note in data.notes],
+                        data={"data": data, "tokenizer": tokenizer, "tags": tags,
+                              "encoded": encoded})
+
+    def build_model(self, config: TagConfig, prepared: Prepared):
+        return build_model(config, prepared.data["tokenizer"].vocab_size,
+                           len(prepared.data["tags"]))
+
+    def fit_plan(self, config: TagConfig, prepared: Prepared, model, initial_epoch: int,
+                 printer) -> FitPlan:
+        encoded = prepared.data["encoded"]
+        train = example_batches(*encoded["train"], config.batch_size, seed=config.seed)
+        done = passes_done(initial_epoch, len(train), len(train))
+        kwargs = {"x": batches_dataset(train, config.seed + done, repeat=True),
+                  "steps_per_epoch": len(train), "shuffle": False, "validation_data": None}
+        if "val" in encoded:
+            val = example_batches(*encoded["val"], config.batch_size, seed=None)
+            kwargs["validation_data"] = batches_dataset(val, config.seed, repeat=True)
+            kwargs["validation_steps"] = len(val)
+        words = sum(len(x) for x in encoded["train"][0])
+        printer(f"{config.task}: {len(encoded['train'][0]):,} training sentences "
+                f"({words:,} words), {len(prepared.data['tags'])} tags "
+                f"({prepared.data['data'].scheme}); {model.count_params():,} parameters")
+        return FitPlan(kwargs, len(train), items_per_step=words / len(train), unit="tokens")
+
+    def results(self, config: TagConfig, prepared: Prepared, run_dir: Path, model) -> dict:
+        data = prepared.data["data"]
+        out = {"task": config.task, "data": data.describe(),
+               "tokenizer": prepared.data["tokenizer"].describe()}
+        for split in ("val", "test"):
+            if data.splits.get(split):
+                out[split] = evaluate_run(run_dir, split)
+        return out
+
+    def result_lines(self, results: dict) -> list[str]:
+        lines = []
+        for split in ("val", "test"):
+            if split in results:
+                r = results[split]["report"]
+                line = (f"{split:<12} token accuracy {100 * r['accuracy']:.2f}%, micro-F1 "
+                        f"{100 * r['micro']['f1']:.2f}%, macro-F1 {100 * r['macro']['f1']:.2f}%")
+                if "spans" in r:
+                    line += f", span F1 {100 * r['spans']['f1']:.2f}%"
+                lines.append(line + f" over {r['tokens']:,} tokens")
+        return lines
+
+
+TASK = TagTask()
+
+
+def train_tagger(config: TagConfig, run_dir, resume: bool = False, verbose: int = 1,
+                 printer=print) -> dict:
+    """Train a sequence tagger into ``run_dir`` (or continue it with ``resume=True``)."""
+    return trainer.train(TASK, config, run_dir, resume=resume, verbose=verbose,
+                         printer=printer)
