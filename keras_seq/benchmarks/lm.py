@@ -1,5 +1,7 @@
-"""``keras-seq bench lm``: RNN, GRU and LSTM language models at an equal parameter budget,
-each trained for the same wall-clock budget, against Kneser-Ney on identical tokens.
+"""``keras-seq bench lm``: the chapters' arc — Kneser-Ney n-gram → feed-forward NPLM →
+SimpleRNN → GRU → LSTM — at an equal parameter budget, each trained for the same
+wall-clock budget, on identical tokens. ``nplm_orders`` adds the NPLM's perplexity against
+its window size beside KN's perplexity against its order.
 
 Every run is an ordinary run directory (``OUT/<cell>``), so each number can be re-checked
 with ``keras-seq eval lm --run-dir OUT/<cell>``. The table reports validation perplexity,
@@ -14,11 +16,16 @@ from pathlib import Path
 
 from keras_seq.layers.params import count_params
 from keras_seq.metrics import check_comparable
+from keras_seq.models.nplm import nplm_param_count
 from keras_seq.tasks.lm.config import LMConfig
 
 
-def model_params(cell: str, vocab: int, embed: int, units: int, layers: int, tie: bool) -> int:
-    """Trainable parameters of a :class:`~keras_seq.models.RecurrentLM`."""
+def model_params(cell: str, vocab: int, embed: int, units: int, layers: int, tie: bool,
+                 context: int = 4) -> int:
+    """Trainable parameters of a :class:`~keras_seq.models.RecurrentLM` (or, for
+    ``cell="nplm"``, of an NPLM reading ``context`` tokens with ``units`` hidden units)."""
+    if cell == "nplm":
+        return nplm_param_count(vocab, context + 1, embed, units, direct=False)
     cell_type = {"rnn": "simple_rnn", "gru": "gru", "lstm": "lstm"}[cell]
     total = vocab * embed
     for i in range(layers):
@@ -27,16 +34,17 @@ def model_params(cell: str, vocab: int, embed: int, units: int, layers: int, tie
     return total
 
 
-def units_for_budget(cell: str, vocab: int, embed: int, layers: int, budget: int, tie: bool) -> int:
+def units_for_budget(cell: str, vocab: int, embed: int, layers: int, budget: int, tie: bool,
+                     context: int = 4) -> int:
     """The largest unit count whose model stays within ``budget`` parameters."""
-    if tie:  # tying needs units == embed: the budget cannot be matched by units alone
+    if tie and cell != "nplm":  # tying needs units == embed: the budget can't be matched
         return embed
     lo, hi = 1, 1
-    while model_params(cell, vocab, embed, hi, layers, tie) <= budget:
+    while model_params(cell, vocab, embed, hi, layers, tie, context) <= budget:
         hi *= 2
     while lo < hi - 1:
         mid = (lo + hi) // 2
-        if model_params(cell, vocab, embed, mid, layers, tie) <= budget:
+        if model_params(cell, vocab, embed, mid, layers, tie, context) <= budget:
             lo = mid
         else:
             hi = mid
@@ -76,7 +84,9 @@ def run_bench(
     split_ratio: str = "90/10",
     tokenizer: str = "word",
     min_count: int = 2,
-    cells=("rnn", "gru", "lstm"),
+    cells=("nplm", "rnn", "gru", "lstm"),
+    nplm_context: int = 4,
+    nplm_orders=(),
     minutes: float = 60.0,
     budget: int | None = None,
     embed_dim: int = 256,
@@ -99,7 +109,11 @@ def run_bench(
     neural models learn its probability; with ``min_count=1`` the training stream has no
     ``<unk>`` and the neural models pay ~16 nats for every unknown validation word.
 
-    ``budget`` defaults to the parameters of the LSTM with ``units = embed_dim``.
+    ``budget`` defaults to the parameters of the LSTM with ``units = embed_dim``; the
+    ``nplm`` row reads ``nplm_context`` tokens and gets as many hidden units as the budget
+    allows (no direct connections, no weight tying). ``nplm_orders`` (e.g. ``range(2, 9)``)
+    also trains one NPLM per order n (window n − 1) for ``minutes`` each and scores KN of
+    the same orders: ``out["by_order"]``.
     ``lm_options`` are further :class:`LMConfig` fields shared by every run (e.g.
     ``weight_dropout=0.3``, ``lr_decay=0.85``).
     """
@@ -139,21 +153,30 @@ def run_bench(
         budget = model_params("lstm", vocab, embed_dim, embed_dim, num_layers, tie_weights)
     rows = []
     results = []
-    for cell in cells:
-        units = units_for_budget(cell, vocab, embed_dim, num_layers, budget, tie_weights)
-        config = LMConfig.from_dict({**base.to_dict(), "cell": cell, "units": units})
-        run_dir = out_dir / cell
-        printer(
-            f"\n== {cell}: {units} units × {num_layers} layers, "
-            f"{model_params(cell, vocab, embed_dim, units, num_layers, tie_weights):,} "
-            f"params, {minutes:g} min budget → {run_dir}"
-        )
+    def train(name, config, described):
+        run_dir = out_dir / name
+        printer(f"\n== {name}: {described}, {minutes:g} min budget → {run_dir}")
         if (run_dir / "metrics.json").is_file():
-            summary = json.loads((run_dir / "metrics.json").read_text())
             printer("   (already trained: reusing its metrics.json)")
+            summary = json.loads((run_dir / "metrics.json").read_text())
         else:
             summary = train_lm(config, run_dir, verbose=verbose, printer=printer)
-        result = evaluate_run(run_dir, "val")
+        return summary, evaluate_run(run_dir, "val")
+
+    for cell in cells:
+        units = units_for_budget(cell, vocab, embed_dim, num_layers, budget, tie_weights,
+                                 nplm_context)
+        params = model_params(cell, vocab, embed_dim, units, num_layers, tie_weights,
+                              nplm_context)
+        if cell == "nplm":
+            config = LMConfig.from_dict({**base.to_dict(), "model": "nplm", "units": units,
+                                         "context": nplm_context, "tie_weights": False,
+                                         "batch_size": 128})
+            described = f"window {nplm_context}, {units} hidden units, {params:,} params"
+        else:
+            config = LMConfig.from_dict({**base.to_dict(), "cell": cell, "units": units})
+            described = f"{units} units × {num_layers} layers, {params:,} params"
+        summary, result = train(cell, config, described)
         results.append(result)
         rows.append(
             {
@@ -184,6 +207,17 @@ def run_bench(
     )
     for row in rows:
         row["ppl_vs_kn"] = row["val_ppl"] / kn.ppl
+    by_order = []
+    for order in nplm_orders:
+        units = units_for_budget("nplm", vocab, embed_dim, 1, budget, False, order - 1)
+        config = LMConfig.from_dict({**base.to_dict(), "model": "nplm", "units": units,
+                                     "context": order - 1, "tie_weights": False,
+                                     "batch_size": 128})
+        _, nplm = train(f"nplm-n{order}", config, f"NPLM n={order}, {units} hidden units")
+        kn_n, _ = kn_baseline(base, order)
+        check_comparable(nplm, kn_n)
+        by_order.append({"order": order, "nplm_units": units, "nplm_val_ppl": nplm.ppl,
+                         "kn_val_ppl": kn_n.ppl})
     out = {
         "data": data,
         "split_ratio": split_ratio,
@@ -192,6 +226,7 @@ def run_bench(
         "budget_params": budget,
         "minutes_per_model": minutes,
         "rows": rows,
+        "by_order": by_order,
     }
     (out_dir / "bench_lm.json").write_text(json.dumps(out, indent=2, default=str))
     return out
@@ -218,4 +253,9 @@ def format_bench(out: dict) -> str:
             f"{f(r['tokens_per_s'], '>9,')} {r['val_ppl']:>9.2f} "
             f"{r['val_nats']:>7.4f} {r['ppl_vs_kn']:>6.3f}"
         )
+    if out.get("by_order"):
+        lines.append("\nPPL vs context: NPLM window n−1 vs KN order n (val)")
+        lines.append(f"{'n':>3} {'NPLM units':>10} {'NPLM PPL':>9} {'KN PPL':>9}")
+        lines += [f"{r['order']:>3} {r['nplm_units']:>10} {r['nplm_val_ppl']:>9.2f} "
+                  f"{r['kn_val_ppl']:>9.2f}" for r in out["by_order"]]
     return "\n".join(lines)

@@ -107,3 +107,32 @@ def group_parser(subparsers, name: str, help_text: str):
         groups[name] = parser.add_subparsers(dest=f"{name}_command", metavar="MODEL")
         parser.set_defaults(func=lambda args: parser.print_help() or 2)
     return groups[name]
+
+
+def add_config_args(parser: argparse.ArgumentParser, config_cls, skip=()) -> None:
+    """One ``--flag`` per field of a :class:`~keras_seq.training.config.TrainConfig`
+    dataclass (default ``None``: the config's default; ``--no-flag`` for fields that
+    default to True). Pair with :func:`config_overrides`."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(config_cls)
+    group = parser.add_argument_group(f"{config_cls.kind} config")
+    for f in dataclasses.fields(config_cls):
+        if f.name in ("version", *skip):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        kind = hints[f.name]
+        base = next((t for t in (bool, int, float, str) if t == kind or t in typing.get_args(kind)),
+                    str)
+        if base is bool:
+            if f.default is True:
+                group.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name,
+                                   action="store_false", default=None,
+                                   help=f"turn {f.name} off (default on)")
+            else:
+                group.add_argument(flag, action="store_true", default=None,
+                                   help="(default off)")
+        else:
+            group.add_argument(flag, type=base, default=None, metavar=base.__name__.upper(),
+                               help=f"(default {f.default})")

@@ -18,7 +18,11 @@ def register(subparsers) -> None:
     p.add_argument("--tokenizer", default="word", choices=("word", "char", "subword"))
     p.add_argument("--min-count", type=int, default=2,
                    help="word vocabulary cut-off; 2 puts <unk> in training (1 leaves it unseen)")
-    p.add_argument("--cells", default="rnn,gru,lstm", help="comma-separated")
+    p.add_argument("--cells", default="nplm,rnn,gru,lstm",
+                   help="comma-separated: nplm (feed-forward), rnn, gru, lstm")
+    p.add_argument("--nplm-context", type=int, default=4, help="tokens the nplm row reads")
+    p.add_argument("--nplm-orders", default="",
+                   help="also sweep the NPLM order against KN's, e.g. 2,3,4,5,6,7,8")
     p.add_argument("--minutes", type=float, default=60.0, help="training budget per model")
     p.add_argument("--budget", type=int, default=None,
                    help="parameter budget (default: the LSTM with units = embed dim)")
@@ -49,6 +53,8 @@ def run(args) -> int:
         batch_size=args.batch_size, lr=args.lr, tie_weights=args.tie_weights,
         **{name: getattr(args, name) for name in LM_OPTIONS if getattr(args, name) is not None},
         kn_order=args.kn_order, max_steps_per_epoch=args.max_steps_per_epoch,
+        nplm_context=args.nplm_context,
+        nplm_orders=tuple(int(n) for n in args.nplm_orders.split(",") if n.strip()),
         verbose=0 if args.json else 2,
     )
     if args.json:

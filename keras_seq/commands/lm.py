@@ -44,6 +44,12 @@ def add_lm_config_args(parser: argparse.ArgumentParser) -> None:
             action.default = None
     add_tokenizer_args(parser, default=None)
     g = parser.add_argument_group("model")
+    g.add_argument("--model", choices=("rnn", "nplm"),
+                   help="rnn: a recurrent LM (--cell); nplm: Bengio et al.'s feed-forward LM "
+                        "over a fixed window of --context tokens (--units hidden tanh units)")
+    g.add_argument("--context", type=int, help="nplm: previous tokens read (n-gram order − 1)")
+    g.add_argument("--nplm-direct", action="store_true", default=None,
+                   help="nplm: direct connections from the embeddings to the output")
     g.add_argument("--cell", choices=("rnn", "gru", "lstm", "keras-rnn", "keras-gru",
                                       "keras-lstm"), help="recurrent layer (default lstm)")
     g.add_argument("--embed-dim", type=int)

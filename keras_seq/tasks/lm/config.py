@@ -26,6 +26,9 @@ class LMConfig(TrainConfig):
     vocab_size: int | None = None  # subword only
     lower: bool | None = None
     # model
+    model: str = "rnn"  # rnn: a recurrent LM (see cell) | nplm: Bengio's feed-forward LM
+    context: int = 4  # nplm: previous tokens read (the n-gram order minus one)
+    nplm_direct: bool = False  # nplm: direct embedding → output connections (W)
     cell: str = "lstm"  # rnn | gru | lstm (keras-seq layers) or keras-lstm … (built-ins)
     embed_dim: int = 128
     units: int = 256
@@ -56,6 +59,11 @@ class LMConfig(TrainConfig):
 
     def problems(self) -> list[str]:
         problems = super().problems()
+        if self.model not in ("rnn", "nplm"):
+            problems.append(f"model must be 'rnn' or 'nplm' (got {self.model!r})")
+        if self.context < 1:
+            problems.append(f"context must be ≥ 1 (got {self.context}); the NPLM reads that "
+                            "many previous tokens")
         if self.bptt < 1:
             problems.append(f"bptt must be ≥ 1 (got {self.bptt}); it is the truncation length τ")
         if self.bptt_mode not in ("truncated", "full"):

@@ -18,6 +18,7 @@ from keras_seq.data.tokenizers import EOS, load_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.layers.state import reset_recurrent_states
 from keras_seq.metrics import PerplexityResult
+from keras_seq.models.nplm import NPLM
 from keras_seq.models.rnn_lm import RecurrentLM
 from keras_seq.sampling import Sampler, TopKSampler
 from keras_seq.tasks.lm.config import LMConfig
@@ -43,6 +44,35 @@ def corpus_for(config: LMConfig):
 def fingerprint(tokenizer, corpus, split: str) -> dict:
     return {"tokenizer": tokenizer.fingerprint, "split": split, "corpus_sha256": corpus.sha256,
             "corpus": corpus.name, "split_ratio": corpus.split_spec}
+
+
+def nplm_windows(ids, context: int) -> np.ndarray:
+    """The ``context`` tokens before each of ``ids[1:]``, ``<pad>`` (0) before the start.
+
+    >>> nplm_windows(np.array([5, 6, 7]), 2).tolist()
+    [[0, 5], [5, 6]]
+    """
+    padded = np.concatenate([np.zeros(context, np.int32), np.asarray(ids, np.int32)])
+    return np.lib.stride_tricks.sliding_window_view(padded, context)[1:len(ids)]
+
+
+def evaluate_windows(model: NPLM, ids, batch_size: int = 512) -> tuple[np.ndarray, int]:
+    """Log-probabilities of every next token of ``ids`` under a fixed-window NPLM (the
+    same ``len(ids) − 1`` targets :func:`evaluate_stream` scores)."""
+    ids = np.asarray(ids, dtype=np.int32)
+    if len(ids) < 2:
+        raise KerasSeqError(f"need at least 2 tokens to evaluate, got {len(ids)}")
+    windows, targets = nplm_windows(ids, model.order - 1), ids[1:]
+
+    @tf.function(reduce_retracing=True)
+    def log_probs(x, y):
+        logp = tf.nn.log_softmax(model(x, training=False), axis=-1)  # (B, V)
+        return tf.gather(logp, y, axis=-1, batch_dims=1)  # (B,)
+
+    out = [log_probs(windows[i:i + batch_size], targets[i:i + batch_size]).numpy()
+           for i in range(0, len(targets), batch_size)]
+    log_probs_all = np.concatenate(out)
+    return log_probs_all, len(log_probs_all)
 
 
 def evaluate_stream(model: RecurrentLM, ids, bptt: int = 35) -> tuple[np.ndarray, int]:
@@ -84,11 +114,16 @@ def evaluate_run(run_dir: str | Path, split: str = "val") -> PerplexityResult:
         raise KerasSeqError(f"split {split!r} of {corpus.name} is empty "
                             f"(split ratio {config.split_ratio})")
     ids = tokenizer.encode(text)
-    log_probs, _ = evaluate_stream(model, ids, config.bptt)
+    if isinstance(model, NPLM):
+        log_probs, _ = evaluate_windows(model, ids)
+        name = f"NPLM n={model.order}"
+    else:
+        log_probs, _ = evaluate_stream(model, ids, config.bptt)
+        name = f"{config.cell} LM"
     oov = int((ids[1:] == tokenizer.unk_id).sum())
     return PerplexityResult.from_log_probs(
         log_probs, fingerprint=fingerprint(tokenizer, corpus, split), oov=oov,
-        model=f"{config.cell} LM ({Path(run_dir).name})",
+        model=f"{name} ({Path(run_dir).name})",
     )
 
 
@@ -109,21 +144,32 @@ def generate_tokens(model: RecurrentLM, tokenizer, prompt: str, max_tokens: int,
     if len(prompt_ids) == 0:  # start at a line boundary
         start = tokenizer.eos_id if tokenizer.eos_id is not None else tokenizer.encode("\n")[0]
         prompt_ids = np.array([start], np.int32)
-    runner = runner or model.clone_for_batch(1, stateful=True)
-    reset_recurrent_states(runner)
+    if isinstance(model, NPLM):  # a fixed window slides over what was generated
+        context = model.order - 1
+        history = [0] * context + prompt_ids.tolist()
 
-    @tf.function(reduce_retracing=True, autograph=False)
-    def step(x):
-        return runner(x, training=False)[:, -1, :]  # (1, V) logits of the next token
+        def step(x):
+            history.extend(x.reshape(-1).tolist())
+            del history[:-context]
+            return model(np.array([history], np.int32), training=False)  # (1, V)
+        x = np.zeros((1, 0), np.int32)
+    else:
+        runner = runner or model.clone_for_batch(1, stateful=True)
+        reset_recurrent_states(runner)
 
-    logits = step(prompt_ids[None]).numpy()[0]
+        @tf.function(reduce_retracing=True, autograph=False)
+        def step(x):
+            return runner(x, training=False)[:, -1, :]  # (1, V) logits of the next token
+        x = prompt_ids[None]
+
+    logits = np.asarray(step(x))[0]
     out = []
     for _ in range(max_tokens):
         token = sampler(logits, rng)
         out.append(token)
         if on_token is not None:
             on_token(token)
-        logits = step(np.array([[token]], np.int32)).numpy()[0]
+        logits = np.asarray(step(np.array([[token]], np.int32)))[0]
     return out
 
 

@@ -22,10 +22,17 @@ from keras_seq.data.batching import StreamLayout, padded_batches, stream_arrays
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.keras_metrics import Perplexity
+from keras_seq.models.nplm import NPLM
 from keras_seq.models.rnn_lm import RecurrentLM
 from keras_seq.sampling import TopKSampler
+from keras_seq.tasks._common import batches_dataset, passes_done
 from keras_seq.tasks.lm.config import LMConfig
-from keras_seq.tasks.lm.evaluation import corpus_for, evaluate_run, generate_tokens
+from keras_seq.tasks.lm.evaluation import (
+    corpus_for,
+    evaluate_run,
+    generate_tokens,
+    nplm_windows,
+)
 from keras_seq.training import callbacks as cb
 from keras_seq.training import trainer
 from keras_seq.training.trainer import FitPlan, Prepared
@@ -90,9 +97,10 @@ class _SampleWriter(keras.callbacks.Callback):
         self._runner = None
 
     def sample(self) -> list[str]:
-        if self._runner is None:
-            self._runner = self.model.clone_for_batch(1, stateful=True)
-        self._runner.set_weights(self.model.get_weights())
+        if isinstance(self.model, RecurrentLM):
+            if self._runner is None:
+                self._runner = self.model.clone_for_batch(1, stateful=True)
+            self._runner.set_weights(self.model.get_weights())
         ids = generate_tokens(self.model, self.tokenizer, "", self.n_tokens,
                               TopKSampler(10), seed=self.seed, runner=self._runner)
         self.last = self.tokenizer.ids_to_tokens(ids)
@@ -136,7 +144,33 @@ class _ActivationHistograms(keras.callbacks.Callback):
 # The task
 
 
-def build_model(config: LMConfig, vocab_size: int) -> RecurrentLM:
+def _window_batches(ids, context: int, batch_size: int, seed: int | None):
+    """NPLM training batches ``(windows (B, context), targets (B,))`` in a seeded order."""
+    x, y = nplm_windows(ids, context), np.asarray(ids[1:], np.int32)
+    order = np.arange(len(y))
+    if seed is not None:
+        np.random.default_rng(seed).shuffle(order)
+    return [(x[order[i:i + batch_size]], y[order[i:i + batch_size]])
+            for i in range(0, len(order), batch_size)]
+
+
+def _compile(model, config: LMConfig):
+    clip = {"global_clipnorm": config.clip_norm} if config.clip_norm else {}
+    optimizer = (keras.optimizers.SGD(config.lr, **clip) if config.optimizer == "sgd"
+                 else keras.optimizers.Adam(config.lr, **clip))
+    model.compile(optimizer=optimizer,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=[Perplexity(from_logits=True)])
+    return model
+
+
+def build_model(config: LMConfig, vocab_size: int):
+    """A compiled :class:`RecurrentLM`, or :class:`NPLM` when ``config.model == "nplm"``."""
+    if config.model == "nplm":
+        model = NPLM(vocab_size, order=config.context + 1, embed_dim=config.embed_dim,
+                     hidden=config.units, direct=config.nplm_direct, dropout=config.dropout)
+        model.build((None, config.context))
+        return _compile(model, config)
     stateful = config.bptt_mode == "truncated"
     model = RecurrentLM(
         vocab_size, embed_dim=config.embed_dim, units=config.units,
@@ -147,13 +181,7 @@ def build_model(config: LMConfig, vocab_size: int) -> RecurrentLM:
     )
     shape = (config.batch_size, config.bptt) if stateful else (1, config.bptt)
     model(np.zeros(shape, np.int32))
-    clip = {"global_clipnorm": config.clip_norm} if config.clip_norm else {}
-    optimizer = (keras.optimizers.SGD(config.lr, **clip) if config.optimizer == "sgd"
-                 else keras.optimizers.Adam(config.lr, **clip))
-    model.compile(optimizer=optimizer,
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=[Perplexity(from_logits=True)])
-    return model
+    return _compile(model, config)
 
 
 class LMTask(trainer.Task):
@@ -189,6 +217,17 @@ class LMTask(trainer.Task):
                  printer) -> FitPlan:
         train_ids, val_ids = prepared.data["train_ids"], prepared.data["val_ids"]
         B, T = config.batch_size, config.bptt
+        if config.model == "nplm":  # stateless windows, reshuffled every pass
+            train = _window_batches(train_ids, config.context, B, config.seed)
+            steps = min(len(train), config.max_steps_per_epoch or len(train))
+            done = passes_done(initial_epoch, steps, len(train))
+            kwargs = {"x": batches_dataset(train, config.seed + done, repeat=True),
+                      "steps_per_epoch": steps, "shuffle": False, "validation_data": None}
+            if len(val_ids) > 1:
+                val = _window_batches(val_ids, config.context, 512, None)
+                kwargs["validation_data"] = batches_dataset(val, config.seed, repeat=True)
+                kwargs["validation_steps"] = len(val)
+            return FitPlan(kwargs, steps, items_per_step=B, unit="tokens")
         if config.bptt_mode == "truncated":
             x, y = stream_arrays(train_ids, B, T)
             steps = StreamLayout(len(train_ids), B, T).num_batches
@@ -223,7 +262,7 @@ class LMTask(trainer.Task):
                   printer):
         tb_dir = run_dir / "tensorboard"
         first = []
-        if config.bptt_mode == "truncated":
+        if config.bptt_mode == "truncated" and config.model == "rnn":
             first.append(cb.ResetStatesCallback())
         if config.optimizer == "sgd" or config.lr_decay != 1.0:
             first.append(cb.PTBLearningRate(config.lr, config.lr_decay, config.decay_start))
@@ -231,7 +270,7 @@ class LMTask(trainer.Task):
                   _SampleWriter(prepared.data["tokenizer"], tb_dir / "samples",
                                 config.sample_tokens, config.seed)]
         val_ids, T = prepared.data["val_ids"], config.bptt
-        if config.histogram_freq and len(val_ids) > T:
+        if config.histogram_freq and len(val_ids) > T and config.model == "rnn":
             window = (val_ids[: 4 * T].reshape(4, T) if len(val_ids) >= 4 * T
                       else val_ids[None, :T])
             middle.append(_ActivationHistograms(tb_dir / "activations", window,

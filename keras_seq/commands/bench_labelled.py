@@ -1,0 +1,60 @@
+"""``keras-seq bench classify`` (seed 004's sentiment case) and ``bench tag`` (uni- vs
+bidirectional taggers at equal parameters)."""
+
+from __future__ import annotations
+
+from keras_seq.commands._common import add_json_arg, print_json
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def register(subparsers) -> None:
+    from keras_seq.benchmarks.labelled import CLASSIFIERS
+
+    p = subparsers.add_parser("classify", help="seed 004's table: LSTM 128/512, BiLSTM and "
+                              "attention pooling on reviews-negation, accuracy per distance")
+    p.add_argument("--out", default="runs/bench-classify")
+    p.add_argument("--models", default=",".join(CLASSIFIERS),
+                   help=f"comma-separated, from {', '.join(CLASSIFIERS)}")
+    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--minutes", type=float, default=3.0, help="training budget per run")
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--hard", action="store_true", help="the variant word counts cannot solve")
+    p.add_argument("--train-size", type=int, default=None)
+    p.add_argument("--length", type=int, default=None, help="words per review (80)")
+    add_json_arg(p)
+    p.set_defaults(func=run_classify)
+
+    p = subparsers.add_parser("tag", help="uni- vs bidirectional LSTM taggers at equal "
+                              "parameters on restore-punct")
+    p.add_argument("--out", default="runs/bench-tag")
+    p.add_argument("--units", type=int, default=64, help="units per direction of the BiLSTM")
+    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--minutes", type=float, default=3.0)
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--task", default="restore-punct")
+    add_json_arg(p)
+    p.set_defaults(func=run_tag)
+
+
+def run_classify(args) -> int:
+    from keras_seq.benchmarks.labelled import bench_classify, format_classify
+
+    extra = {k: getattr(args, k) for k in ("train_size", "length")
+             if getattr(args, k) is not None}
+    out = bench_classify(args.out, models=tuple(m for m in args.models.split(",") if m),
+                         seeds=_ints(args.seeds), minutes=args.minutes, epochs=args.epochs,
+                         hard=args.hard, **extra)
+    print_json(out) if args.json else print(format_classify(out))
+    return 0
+
+
+def run_tag(args) -> int:
+    from keras_seq.benchmarks.labelled import bench_tag, format_tag
+
+    out = bench_tag(args.out, units_bi=args.units, seeds=_ints(args.seeds),
+                    minutes=args.minutes, epochs=args.epochs, task=args.task)
+    print_json(out) if args.json else print(format_tag(out))
+    return 0

@@ -1,0 +1,163 @@
+"""``keras-seq train classify|tag``, ``eval classify|tag`` and ``predict``.
+
+Each task is one entry of ``TASKS``: its config (flags are made from its fields) and its
+task module (``TASK``, ``evaluate_run``, ``load_run``), imported only when a command runs
+so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from keras_seq.commands._common import (
+    add_config_args,
+    add_json_arg,
+    config_overrides,
+    group_parser,
+    print_json,
+    print_table,
+)
+from keras_seq.tasks.classify.config import ClassifyConfig
+from keras_seq.tasks.tag.config import TagConfig
+
+# kind: (config class, task module, train help, eval help)
+TASKS = {
+    "classify": (ClassifyConfig, "keras_seq.tasks.classify.task",
+                 "N→1 sequence classifier (RNN/GRU/LSTM, uni/bi, last/mean/attention pooling)",
+                 "accuracy, macro-F1, confusion matrix (table + PNG), accuracy per group"),
+    "tag": (TagConfig, "keras_seq.tasks.tag.task",
+            "aligned N→N tagger (bidirectional by default): CoNLL, CoNLL-U, restore-punct",
+            "token accuracy, per-tag and micro/macro F1, span F1 for BIO tags"),
+}
+
+
+def _module(kind: str):
+    return importlib.import_module(TASKS[kind][1])
+
+
+def register(subparsers) -> None:
+    train = group_parser(subparsers, "train", "train a model into a run directory")
+    evaluate = group_parser(subparsers, "eval", "evaluate a trained model")
+    for kind, (config_cls, _, train_help, eval_help) in TASKS.items():
+        p = train.add_parser(kind, help=train_help,
+                             formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        p.add_argument("--run-dir", required=True, help="where config, checkpoints and logs go")
+        p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+        p.add_argument("--quiet", action="store_true", help="one line per epoch")
+        add_json_arg(p)
+        add_config_args(p, config_cls)
+        p.set_defaults(func=run_train, kind=kind)
+
+        p = evaluate.add_parser(kind, help=eval_help)
+        p.add_argument("--run-dir", required=True)
+        p.add_argument("--split", default="test", choices=("train", "val", "test"))
+        add_json_arg(p)
+        p.set_defaults(func=run_eval, kind=kind)
+
+    p = subparsers.add_parser("predict", help="labels (classify runs) or tags (tag runs) of "
+                                              "texts given as arguments or one per stdin line")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--top", type=int, default=1, help="classify: labels shown per text")
+    add_json_arg(p)
+    p.add_argument("text", nargs="*", help="texts (none: one per line on stdin)")
+    p.set_defaults(func=run_predict)
+
+
+def run_train(args) -> int:
+    from keras_seq.training.trainer import format_results, train
+
+    config_cls = TASKS[args.kind][0]
+    config = config_cls.from_dict(config_overrides(args, config_cls, config_cls().to_dict()))
+    config.validate()
+    task = _module(args.kind).TASK
+    printer = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
+    results = train(task, config, args.run_dir, resume=args.resume,
+                    verbose=2 if args.quiet else 1, printer=printer)
+    if args.json:
+        print_json(_public(results))
+    else:
+        print(format_results(results, task))
+    return 0
+
+
+def _public(result: dict) -> dict:
+    from keras_seq.runs import json_safe
+
+    return json_safe(result)
+
+
+def run_eval(args) -> int:
+    result = _module(args.kind).evaluate_run(args.run_dir, args.split)
+    if args.json:
+        print_json(_public(result))
+        return 0
+    report = result["report"]
+    if args.kind == "classify":
+        from keras_seq.tasks.classify.metrics import confusion_table
+
+        print(f"{args.split} ({result['n']:,} examples): accuracy "
+              f"{100 * result['accuracy']:.2f}%, macro-F1 {100 * result['macro_f1']:.2f}%")
+        print_table(confusion_table(report))
+        if result.get("by_group"):
+            print_table([{"group": str(g), "n": v["n"], "accuracy %": 100 * v["accuracy"]}
+                         for g, v in result["by_group"].items()])
+        print(f"confusion matrix: {result['confusion_png']}")
+    else:
+        from keras_seq.tasks.tag.metrics import format_report
+
+        print(f"{args.split} ({result['n']:,} sentences)")
+        print(format_report(report))
+    return 0
+
+
+def run_predict(args) -> int:
+    from keras_seq.errors import KerasSeqError
+    from keras_seq.runs import read_run_config
+
+    kind = read_run_config(args.run_dir).get("kind")
+    if kind not in TASKS:
+        raise KerasSeqError(f"{args.run_dir} holds a `keras-seq train {kind}` run; predict "
+                            "takes a classify or tag run (use generate/translate for "
+                            "lm/seq2seq runs)")
+    if args.top < 1:
+        raise KerasSeqError(f"--top must be ≥ 1, got {args.top}")
+    texts = args.text or [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    if not texts:
+        raise KerasSeqError("nothing to predict; pass texts as arguments or on stdin")
+    module = _module(kind)
+    config, tokenizer, labels, model = module.load_run(args.run_dir)
+    if kind == "classify":
+        probs = module.predict_proba(model, tokenizer, texts, config.max_len)
+        rows = []
+        for text, p in zip(texts, probs):
+            best = p.argsort()[::-1][: args.top]
+            rows.append({"text": text, "labels": labels.names(best),
+                         "scores": [round(float(p[i]), 4) for i in best]})
+        if args.json:
+            print_json(rows)
+        else:
+            for r in rows:
+                shown = ", ".join(f"{name} {s:.3f}" for name, s in zip(r["labels"], r["scores"]))
+                print(f"{shown}\t{r['text']}")
+        return 0
+    from keras_seq.tasks.tag.data import restore_punct
+
+    sentences = [text.split() for text in texts]
+    if config.task.startswith("restore-punct"):  # read raw text the way the task made it
+        sentences = [[w for s in restore_punct(text, config.max_len) for w in s[0]]
+                     for text in texts]
+    tags = module.predict_tags(model, tokenizer, labels, sentences)
+    rows = [{"tokens": words, "tags": t} for words, t in zip(sentences, tags)]
+    if args.json:
+        print_json(rows)
+    else:
+        for r in rows:
+            print(" ".join(f"{w}/{t}" for w, t in zip(r["tokens"], r["tags"])))
+        if config.task.startswith("restore-punct"):
+            from keras_seq.tasks.tag.data import restore_text
+
+            for r in rows:
+                print(restore_text(r["tokens"], r["tags"]))
+    return 0

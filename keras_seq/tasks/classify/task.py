@@ -1,0 +1,195 @@
+"""``keras-seq train classify``: N→1 sequence classification on the shared trainer.
+
+Texts are split into words by the word tokenizer fitted on the training split (``<eos>``
+dropped), padded into length-bucketed batches and read by a
+:class:`~keras_seq.models.classifier.SequenceClassifier`. The run directory adds
+``labels.json`` (the label vocabulary) and ``plots/confusion_<split>.png``; ``metrics.json``
+holds accuracy, macro-F1, the confusion matrix and, where the data has groups (the
+negation distance of ``reviews-negation``), the accuracy per group.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from keras_seq import runs
+from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
+from keras_seq.errors import KerasSeqError
+from keras_seq.models.classifier import SequenceClassifier
+from keras_seq.tasks._common import Labels, batches_dataset, example_batches, passes_done
+from keras_seq.tasks.classify import metrics
+from keras_seq.tasks.classify.config import ClassifyConfig
+from keras_seq.tasks.classify.data import make_classification_task
+from keras_seq.training import trainer
+from keras_seq.training.trainer import FitPlan, Prepared
+
+LABELS_FILE = "labels.json"
+
+
+def task_data(config: ClassifyConfig):
+    return make_classification_task(config.task, seed=config.seed, train_size=config.train_size,
+                                    val_size=config.val_size, test_size=config.test_size,
+                                    split_ratio=config.split_ratio, **config.task_options())
+
+
+def encode_texts(tokenizer, texts, max_len: int | None = None) -> list[np.ndarray]:
+    """Word ids of each text (``<eos>`` dropped, at most ``max_len``; an empty text → [unk])."""
+    out = []
+    for text in texts:
+        ids = tokenizer.encode(text)
+        ids = ids[ids != tokenizer.eos_id][:max_len]
+        out.append(ids if len(ids) else np.array([tokenizer.unk_id], np.int32))
+    return out
+
+
+def build_model(config: ClassifyConfig, vocab_size: int, num_classes: int):
+    model = SequenceClassifier(vocab_size, num_classes, embed_dim=config.embed_dim,
+                               units=config.units, cell=config.cell,
+                               num_layers=config.num_layers, bidirectional=config.bidirectional,
+                               pooling=config.pooling, attention_units=config.attention_units,
+                               dropout=config.dropout, residual=config.residual)
+    model.build((None, 8))
+    clip = {"global_clipnorm": config.clip_norm} if config.clip_norm else {}
+    model.compile(optimizer=keras.optimizers.Adam(config.lr, **clip),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+    return model
+
+
+def load_run(run_dir, which: str = "best"):
+    """``(config, tokenizer, labels, model)`` of a classification run."""
+    run_dir = runs.check_run_dir(run_dir, "classify")
+    config = ClassifyConfig.load(run_dir / runs.CONFIG)
+    return (config, load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE),
+            runs.load_model(run_dir, which))
+
+
+def predict_proba(model, tokenizer, texts, max_len=None, batch_size: int = 64) -> np.ndarray:
+    """Class probabilities ``(N, C)`` of ``texts`` in their order."""
+    encoded = encode_texts(tokenizer, texts, max_len)
+    batches = example_batches(encoded, list(range(len(encoded))), batch_size, seed=None)
+    probs = np.zeros((len(encoded), model.num_classes), np.float32)
+    for ids, index, _ in batches:
+        probs[index] = keras.ops.convert_to_numpy(keras.ops.softmax(model(ids, training=False)))
+    return probs
+
+
+def evaluate_run(run_dir, split: str = "test", plot_dir=None) -> dict:
+    """Accuracy, macro-F1, confusion matrix (and per-group accuracy) of a run on ``split``."""
+    config, tokenizer, labels, model = load_run(run_dir)
+    data = task_data(config)
+    pairs = data.splits.get(split) or []
+    if not pairs:
+        raise KerasSeqError(f"split {split!r} of task {config.task} is empty")
+    probs = predict_proba(model, tokenizer, [t for t, _ in pairs], config.max_len)
+    pred = labels.names(probs.argmax(-1))
+    true = [label for _, label in pairs]
+    report = metrics.classification_report(true, pred, labels.list)
+    result = {"split": split, "n": len(pairs), "accuracy": report["accuracy"],
+              "macro_f1": report["macro_f1"], "report": report,
+              "fingerprint": {"tokenizer": tokenizer.fingerprint, "split": split,
+                              "data_sha256": data.sha256}}
+    if data.groups.get(split):
+        result["by_group"] = metrics.accuracy_by_group(true, pred, data.groups[split])
+    plot_dir = Path(plot_dir) if plot_dir is not None else Path(run_dir) / "plots"
+    result["confusion_png"] = str(metrics.plot_confusion(
+        report, plot_dir / f"confusion_{split}.png",
+        title=f"{config.task} ({split}): accuracy {report['accuracy']:.3f}"))
+    return result
+
+
+class ClassifyTask(trainer.Task):
+    """N→1: one label per text."""
+
+    name = "classify"
+    config_cls = ClassifyConfig
+    budget_check = "batch"
+
+    def prepare(self, config: ClassifyConfig, run_dir: Path, resume: bool,
+                printer) -> Prepared:
+        data = task_data(config)
+        texts = [t for t, _ in data.splits["train"]]
+        if not texts:
+            raise KerasSeqError(f"task {config.task} has no training examples")
+        if resume:
+            tokenizer, labels = load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE)
+        else:
+            tokenizer = make_tokenizer("word", max_vocab=config.max_vocab,
+                                       min_count=config.min_count,
+                                       lower=config.lower).fit("\n".join(texts) + "\n")
+            labels = Labels(data.labels)
+        if len(labels) < 2:
+            raise KerasSeqError(f"task {config.task} has {len(labels)} label(s) in training; "
+                                "a classifier needs at least 2")
+        described = data.describe()
+        notes = []
+        if described.get("imbalance") and described["imbalance"] > 3:
+            counts = described["label_counts"]["train"]
+            notes.append(("imbalance", f"note: the training labels are imbalanced "
+                          f"({described['imbalance']:.1f}× between the most and least frequent: "
+                          f"{counts}); watch macro-F1, not only accuracy"))
+        encoded = {split: (encode_texts(tokenizer, [t for t, _ in pairs], config.max_len),
+                           labels.ids([label for _, label in pairs]))
+                   for split, pairs in data.splits.items() if pairs}
+        return Prepared(artifacts={"tokenizer.json": tokenizer, LABELS_FILE: labels},
+                        chance_loss=math.log(len(labels)), notes=notes,
+                        data={"data": data, "tokenizer": tokenizer, "labels": labels,
+                              "encoded": encoded})
+
+    def build_model(self, config: ClassifyConfig, prepared: Prepared):
+        return build_model(config, prepared.data["tokenizer"].vocab_size,
+                           len(prepared.data["labels"]))
+
+    def fit_plan(self, config: ClassifyConfig, prepared: Prepared, model, initial_epoch: int,
+                 printer) -> FitPlan:
+        encoded = prepared.data["encoded"]
+        train = example_batches(*encoded["train"], config.batch_size, seed=config.seed)
+        done = passes_done(initial_epoch, len(train), len(train))
+        kwargs = {"x": batches_dataset(train, config.seed + done, repeat=True),
+                  "steps_per_epoch": len(train), "shuffle": False, "validation_data": None}
+        if "val" in encoded:
+            val = example_batches(*encoded["val"], config.batch_size, seed=None)
+            kwargs["validation_data"] = batches_dataset(val, config.seed, repeat=True)
+            kwargs["validation_steps"] = len(val)
+        described = prepared.data["data"].describe()
+        printer(f"{config.task}: {described['sizes']}, labels {described['labels']}; "
+                f"{model.count_params():,} parameters, {len(train)} steps/epoch")
+        return FitPlan(kwargs, len(train), items_per_step=config.batch_size, unit="examples")
+
+    def results(self, config: ClassifyConfig, prepared: Prepared, run_dir: Path,
+                model) -> dict:
+        out = {"task": config.task, "data": prepared.data["data"].describe(),
+               "tokenizer": prepared.data["tokenizer"].describe()}
+        for split in ("val", "test"):
+            if prepared.data["data"].splits.get(split):
+                out[split] = evaluate_run(run_dir, split)
+        return out
+
+    def result_lines(self, results: dict) -> list[str]:
+        lines = []
+        for split in ("val", "test"):
+            if split in results:
+                r = results[split]
+                line = (f"{split:<12} accuracy {100 * r['accuracy']:.2f}%, macro-F1 "
+                        f"{100 * r['macro_f1']:.2f}% over {r['n']:,} examples")
+                if r.get("by_group"):
+                    line += " · " + ", ".join(f"{g}: {100 * v['accuracy']:.1f}%"
+                                              for g, v in r["by_group"].items())
+                lines.append(line)
+        if "test" in results:
+            lines.append(f"confusion    {results['test']['confusion_png']}")
+        return lines
+
+
+TASK = ClassifyTask()
+
+
+def train_classifier(config: ClassifyConfig, run_dir, resume: bool = False, verbose: int = 1,
+                     printer=print) -> dict:
+    """Train a sequence classifier into ``run_dir`` (or continue it with ``resume=True``)."""
+    return trainer.train(TASK, config, run_dir, resume=resume, verbose=verbose,
+                         printer=printer)
