@@ -1,10 +1,11 @@
 """Plain aligned text tables, shared by the commands and the benchmarks.
 
 >>> print_table([{"model": "KN5", "ppl": 170.74}, {"model": "LSTM", "ppl": 118.0}])
-model     ppl
------  ------
-KN5     170.7
-LSTM      118
+... # doctest: -NORMALIZE_WHITESPACE
+model    ppl
+-----  -----
+KN5    170.7
+LSTM     118
 """
 
 from __future__ import annotations

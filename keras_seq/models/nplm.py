@@ -48,7 +48,7 @@ class NPLM(BuildByCalling, keras.Model):
     Example:
 
     >>> model = NPLM(vocab_size=50, order=3, embed_dim=8, hidden=16)
-    >>> model(keras.ops.zeros((4, 2), "int32")).shape
+    >>> tuple(model(keras.ops.zeros((4, 2), "int32")).shape)
     (4, 50)
     """
 

@@ -77,7 +77,7 @@ class RecurrentLM(BuildByCalling, keras.Model):
     Example:
 
     >>> lm = RecurrentLM(vocab_size=30, embed_dim=8, units=16, num_layers=2, cell="gru")
-    >>> lm(keras.ops.zeros((2, 5), "int32")).shape
+    >>> tuple(lm(keras.ops.zeros((2, 5), "int32")).shape)
     (2, 5, 30)
     """
 
