@@ -146,3 +146,22 @@ def test_nplm_trains_as_a_language_model(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("the cat sat on the mat")
     with pytest.raises(KerasSeqError, match="context must be ≥ 1"):
         train_lm(LMConfig(data=str(corpus), model="nplm", context=0), tmp_path / "bad")
+
+
+def test_conditioned_trains_evaluates_and_generates(tmp_path, capsys):
+    rows = [f"{c}\t{' '.join([w] * 6)}" for c, w in (("cats", "meow"), ("dogs", "woof"))
+            for _ in range(30)]
+    tsv = tmp_path / "c.tsv"
+    tsv.write_text("\n".join(rows) + "\n")
+    run = tmp_path / "run"
+    assert main(["train", "conditioned", "--run-dir", str(run), "--task", f"tsv:{tsv}",
+                 "--min-count", "1", "--units", "16", "--embed-dim", "8", "--epochs", "8",
+                 "--dropout", "0", "--lr", "0.02", *QUIET]) == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["kind"] == "conditioned" and metrics["test"]["ppl"] < 1.5
+    capsys.readouterr()
+    assert main(["generate", "--run-dir", str(run), "--condition", "dogs", "--max-tokens",
+                 "3", "--sampler", "greedy"]) == 0
+    assert capsys.readouterr().out.strip() == "[dogs] woof woof woof"
+    assert main(["generate", "--run-dir", str(run), "--condition", "cows"]) == 2
+    assert "unknown condition 'cows'" in capsys.readouterr().err

@@ -1,11 +1,13 @@
-"""``keras-seq bench classify`` and ``bench tag``: seed 004's sentiment case and seed 003's
-BiRNN-for-tagging claim, measured with ordinary run directories (``OUT/<model>-s<seed>``).
+"""``keras-seq bench classify``, ``bench tag`` and ``bench conditioned``: seed 004's
+sentiment case, seed 003's BiRNN-for-tagging claim and its 1→N shape, measured with
+ordinary run directories (``OUT/<model>-s<seed>``).
 
 * classify — LSTM 128, LSTM 512, BiLSTM and LSTM with attention pooling on
   ``reviews-negation``, each over several seeds; accuracy per negation distance as
   mean ± spread (half the max − min range).
 * tag — a unidirectional and a bidirectional LSTM tagger at (about) equal parameters on
   ``restore-punct``; token accuracy and micro-F1 over the informative tags.
+* conditioned — the same LM with and without its condition on ``python-docs-topics``.
 """
 
 from __future__ import annotations
@@ -123,4 +125,41 @@ def format_tag(out: dict) -> str:
         lines.append(f"{r['model']:<8} {r['units']:>5} {r['params']:>9,} " + " ".join(
             f"{100 * r[k]['mean']:>7.2f} ± {100 * r[k]['spread']:<3.1f}"
             for k in ("accuracy", "micro_f1", "macro_f1")))
+    return "\n".join(lines)
+
+
+def bench_conditioned(out_dir, seeds=(1, 2, 3), minutes: float = 3.0, epochs: int = 30,
+                      printer=print, **config) -> dict:
+    """The same LM with and without its condition: validation/test PPL over seeds."""
+    from keras_seq.tasks.conditioned.config import ConditionedConfig
+    from keras_seq.tasks.conditioned.task import train_conditioned
+
+    out_dir = Path(out_dir)
+    rows = []
+    for name, unconditioned in (("unconditioned", True), ("conditioned", False)):
+        per_seed = []
+        for seed in seeds:
+            cfg = ConditionedConfig(**{"epochs": epochs, "max_minutes": minutes, **config,
+                                       "unconditioned": unconditioned, "seed": seed})
+            run_dir = out_dir / f"{name}-s{seed}"
+            printer(f"== {name} seed {seed} → {run_dir}")
+            per_seed.append(_train_or_reuse(train_conditioned, cfg, run_dir, printer))
+        rows.append({"model": name, "params": per_seed[0]["params"],
+                     "epochs": [r["epochs_done"] for r in per_seed],
+                     "val_ppl": _spread([r["val"]["ppl"] for r in per_seed]),
+                     "test_ppl": _spread([r["test"]["ppl"] for r in per_seed])})
+    out = {"task": ConditionedConfig(**config).task, "seeds": list(seeds),
+           "minutes_per_run": minutes, "rows": rows}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "bench_conditioned.json").write_text(json.dumps(out, indent=2))
+    return out
+
+
+def format_conditioned(out: dict) -> str:
+    lines = [f"{out['task']}: PPL (mean ± half-range over seeds {out['seeds']}; "
+             f"≤ {out['minutes_per_run']:g} min per run)",
+             f"{'model':<14} {'params':>9} {'val PPL':>15} {'test PPL':>15}"]
+    for r in out["rows"]:
+        lines.append(f"{r['model']:<14} {r['params']:>9,} " + " ".join(
+            f"{r[k]['mean']:>8.2f} ± {r[k]['spread']:<4.2f}" for k in ("val_ppl", "test_ppl")))
     return "\n".join(lines)

@@ -1,5 +1,6 @@
-"""``keras-seq bench classify`` (seed 004's sentiment case) and ``bench tag`` (uni- vs
-bidirectional taggers at equal parameters)."""
+"""``keras-seq bench classify`` (seed 004's sentiment case), ``bench tag`` (uni- vs
+bidirectional taggers at equal parameters) and ``bench conditioned`` (the same LM with and
+without its condition)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,17 @@ def register(subparsers) -> None:
     add_json_arg(p)
     p.set_defaults(func=run_tag)
 
+    p = subparsers.add_parser("conditioned", help="the same LM with and without its condition "
+                              "(python-docs-topics): PPL over seeds")
+    p.add_argument("--out", default="runs/bench-conditioned")
+    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--minutes", type=float, default=3.0)
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--grouping", default="topics", choices=("topics", "groups"))
+    p.add_argument("--mode", default="both", choices=("init", "input", "both"))
+    add_json_arg(p)
+    p.set_defaults(func=run_conditioned)
+
 
 def run_classify(args) -> int:
     from keras_seq.benchmarks.labelled import bench_classify, format_classify
@@ -57,4 +69,13 @@ def run_tag(args) -> int:
     out = bench_tag(args.out, units_bi=args.units, seeds=_ints(args.seeds),
                     minutes=args.minutes, epochs=args.epochs, task=args.task)
     print_json(out) if args.json else print(format_tag(out))
+    return 0
+
+
+def run_conditioned(args) -> int:
+    from keras_seq.benchmarks.labelled import bench_conditioned, format_conditioned
+
+    out = bench_conditioned(args.out, seeds=_ints(args.seeds), minutes=args.minutes,
+                            epochs=args.epochs, grouping=args.grouping, mode=args.mode)
+    print_json(out) if args.json else print(format_conditioned(out))
     return 0

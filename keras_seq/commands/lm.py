@@ -107,8 +107,11 @@ def register(subparsers) -> None:
     add_json_arg(p)
     p.set_defaults(func=run_eval)
 
-    p = subparsers.add_parser("generate", help="sample text from a trained language model")
+    p = subparsers.add_parser("generate", help="sample text from a trained language model "
+                                               "(lm or conditioned run)")
     p.add_argument("--run-dir", required=True)
+    p.add_argument("--condition", default=None,
+                   help="conditioned runs: the label to generate for (default: each label)")
     p.add_argument("--prompt", default="", help="text to continue (default: a new line)")
     p.add_argument("--max-tokens", type=int, default=50)
     p.add_argument("--sampler", default="top-k", choices=("greedy", "temperature", "top-k",
@@ -155,7 +158,12 @@ def run_eval(args) -> int:
 
 
 def run_generate(args) -> int:
+    from keras_seq.runs import read_run_config
     from keras_seq.sampling import make_sampler
+
+    if read_run_config(args.run_dir).get("kind") == "conditioned":
+        return _generate_conditioned(args, make_sampler(args.sampler, args.temperature,
+                                                        args.top_k, args.top_p))
     from keras_seq.tasks.lm.evaluation import generate_tokens, load_run, stream_to_stdout
 
     _, tokenizer, model = load_run(args.run_dir)
@@ -164,6 +172,24 @@ def run_generate(args) -> int:
     generate_tokens(model, tokenizer, args.prompt, args.max_tokens, sampler, args.seed,
                     on_token=stream_to_stdout(tokenizer))
     sys.stdout.write("\n")
+    return 0
+
+
+def _generate_conditioned(args, sampler) -> int:
+    from keras_seq.errors import KerasSeqError
+    from keras_seq.tasks.conditioned.task import generate_text, load_run
+
+    config, tokenizer, conditions, model = load_run(args.run_dir)
+    if args.prompt:
+        raise KerasSeqError("--prompt is not supported for conditioned runs; pass --condition")
+    if args.condition is not None and args.condition not in conditions.index:
+        raise KerasSeqError(f"unknown condition {args.condition!r}; this run knows "
+                            f"{', '.join(conditions.list)}")
+    names = [args.condition] if args.condition is not None else conditions.list
+    for name in names:
+        cid = 0 if config.unconditioned else conditions.index[name]
+        text = generate_text(model, tokenizer, cid, args.max_tokens, args.seed, sampler)
+        print(f"[{name}] {text}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""``keras-seq train classify|tag``, ``eval classify|tag`` and ``predict``.
+"""``keras-seq train classify|tag|conditioned``, ``eval …`` and ``predict``.
 
 Each task is one entry of ``TASKS``: its config (flags are made from its fields) and its
 task module (``TASK``, ``evaluate_run``, ``load_run``), imported only when a command runs
@@ -20,6 +20,7 @@ from keras_seq.commands._common import (
     print_table,
 )
 from keras_seq.tasks.classify.config import ClassifyConfig
+from keras_seq.tasks.conditioned.config import ConditionedConfig
 from keras_seq.tasks.tag.config import TagConfig
 
 # kind: (config class, task module, train help, eval help)
@@ -30,7 +31,12 @@ TASKS = {
     "tag": (TagConfig, "keras_seq.tasks.tag.task",
             "aligned N→N tagger (bidirectional by default): CoNLL, CoNLL-U, restore-punct",
             "token accuracy, per-tag and micro/macro F1, span F1 for BIO tags"),
+    "conditioned": (ConditionedConfig, "keras_seq.tasks.conditioned.task",
+                    "1→N: an LM conditioned on a label (python-docs-topics, tsv:PATH); "
+                    "--unconditioned trains the baseline",
+                    "perplexity on a split and a sample per condition"),
 }
+PREDICTS = ("classify", "tag")
 
 
 def _module(kind: str):
@@ -93,6 +99,13 @@ def run_eval(args) -> int:
     if args.json:
         print_json(_public(result))
         return 0
+    if args.kind == "conditioned":
+        print(f"{args.split}: PPL {result['ppl']:.2f} ({result['nats']:.4f} nats) over "
+              f"{result['tokens']:,} tokens, "
+              f"{'conditioned' if result['conditioned'] else 'unconditioned'}")
+        for name, text in result["samples"].items():
+            print(f"  [{name}] {text}")
+        return 0
     report = result["report"]
     if args.kind == "classify":
         from keras_seq.tasks.classify.metrics import confusion_table
@@ -117,10 +130,10 @@ def run_predict(args) -> int:
     from keras_seq.runs import read_run_config
 
     kind = read_run_config(args.run_dir).get("kind")
-    if kind not in TASKS:
+    if kind not in PREDICTS:
         raise KerasSeqError(f"{args.run_dir} holds a `keras-seq train {kind}` run; predict "
-                            "takes a classify or tag run (use generate/translate for "
-                            "lm/seq2seq runs)")
+                            "takes a classify or tag run (use generate for lm and "
+                            "conditioned runs, translate for seq2seq runs)")
     if args.top < 1:
         raise KerasSeqError(f"--top must be ≥ 1, got {args.top}")
     texts = args.text or [line.rstrip("\n") for line in sys.stdin if line.strip()]

@@ -1,0 +1,189 @@
+"""``keras-seq train conditioned``: 1→N generation from a label, on the shared trainer.
+
+A :class:`~keras_seq.models.conditioned_lm.ConditionedLM` reads each paragraph with its
+condition (a topic of Python's bundled documentation, or the first column of a TSV file)
+and learns the next word. ``--unconditioned`` trains the same architecture with every
+condition mapped to one label: the baseline that shows what the condition is worth. The
+run directory adds ``labels.json`` (the conditions); ``metrics.json`` holds validation and
+test perplexity over the same target tokens in both cases, and a sample per condition.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from keras_seq import runs
+from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
+from keras_seq.errors import KerasSeqError
+from keras_seq.keras_metrics import Perplexity
+from keras_seq.models.conditioned_lm import ConditionedLM
+from keras_seq.sampling import TopKSampler
+from keras_seq.tasks._common import Labels, batches_dataset, passes_done
+from keras_seq.tasks.conditioned.config import ConditionedConfig
+from keras_seq.tasks.conditioned.data import (
+    conditioned_batches,
+    encode_conditioned,
+    make_conditioned_task,
+)
+from keras_seq.training import trainer
+from keras_seq.training.trainer import FitPlan, Prepared
+
+LABELS_FILE = "labels.json"
+
+
+def task_data(config: ConditionedConfig):
+    return make_conditioned_task(config.task, seed=config.seed, grouping=config.grouping,
+                                 shuffle=config.shuffle)
+
+
+def encoded_split(config: ConditionedConfig, data, tokenizer, split: str):
+    """``(condition_id, ids)`` items; all condition ids 0 for an unconditioned run."""
+    items = encode_conditioned(data, tokenizer, split)
+    return [(0, ids) for _, ids in items] if config.unconditioned else items
+
+
+def build_model(config: ConditionedConfig, vocab_size: int, num_conditions: int):
+    model = ConditionedLM(vocab_size, num_conditions=1 if config.unconditioned
+                          else num_conditions, embed_dim=config.embed_dim, units=config.units,
+                          cell=config.cell, num_layers=config.num_layers, mode=config.mode,
+                          dropout=config.dropout)
+    model.build()
+    clip = {"global_clipnorm": config.clip_norm} if config.clip_norm else {}
+    model.compile(optimizer=keras.optimizers.Adam(config.lr, **clip),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  weighted_metrics=[Perplexity(from_logits=True, name="perplexity")])
+    return model
+
+
+def load_run(run_dir, which: str = "best"):
+    """``(config, tokenizer, conditions, model)`` of a conditioned-LM run."""
+    run_dir = runs.check_run_dir(run_dir, "conditioned")
+    config = ConditionedConfig.load(run_dir / runs.CONFIG)
+    return (config, load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE),
+            runs.load_model(run_dir, which))
+
+
+def perplexity(model, batches) -> tuple[float, int]:
+    """``(PPL, target tokens)`` over padded batches (weights select the real targets)."""
+    total, count = 0.0, 0.0
+    for inputs, targets, weights in batches:
+        logits = keras.ops.convert_to_numpy(model(inputs, training=False))  # (B, T, V)
+        logits = logits - logits.max(-1, keepdims=True)
+        logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        picked = np.take_along_axis(logp, targets[..., None], -1)[..., 0]  # (B, T)
+        total -= float((picked * weights).sum())
+        count += float(weights.sum())
+    return math.exp(total / max(count, 1.0)), int(count)
+
+
+def generate_text(model, tokenizer, condition_id: int, max_tokens: int = 30,
+                  seed: int | None = 0, sampler=None) -> str:
+    """A paragraph sampled for one condition (stops at the end of the line)."""
+    ids = model.generate(condition_id, max_tokens, sampler=sampler or TopKSampler(10),
+                         seed=seed, start_id=tokenizer.eos_id, stop_id=tokenizer.eos_id)
+    return tokenizer.decode(np.array(ids, np.int32)).strip()
+
+
+def evaluate_run(run_dir, split: str = "test") -> dict:
+    """Perplexity of a run's model on ``split`` (the same targets with or without the
+    condition), with one sample per condition."""
+    config, tokenizer, conditions, model = load_run(run_dir)
+    data = task_data(config)
+    batches = conditioned_batches(encoded_split(config, data, tokenizer, split), 32,
+                                  seed=None, max_len=config.max_len)
+    ppl, tokens = perplexity(model, batches)
+    names = ["(any)"] if config.unconditioned else conditions.list
+    samples = {name: generate_text(model, tokenizer, i, seed=config.seed)
+               for i, name in enumerate(names[:12])}
+    return {"split": split, "ppl": ppl, "nats": math.log(ppl), "tokens": tokens,
+            "conditioned": not config.unconditioned, "samples": samples,
+            "fingerprint": {"tokenizer": tokenizer.fingerprint, "split": split,
+                            "data_sha256": data.sha256}}
+
+
+class ConditionedTask(trainer.Task):
+    """1→N: a label conditions every token of a language model."""
+
+    name = "conditioned"
+    config_cls = ConditionedConfig
+    budget_check = "batch"
+
+    def prepare(self, config: ConditionedConfig, run_dir: Path, resume: bool,
+                printer) -> Prepared:
+        data = task_data(config)
+        if resume:
+            tokenizer, conditions = load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE)
+        else:
+            tokenizer = make_tokenizer("word", max_vocab=config.max_vocab,
+                                       min_count=config.min_count).fit(data.text("train"))
+            conditions = Labels(data.conditions)
+        if tokenizer.eos_id is None:
+            raise KerasSeqError("the conditioned LM needs a tokenizer with <eos>")
+        encoded = {split: encoded_split(config, data, tokenizer, split)
+                   for split in ("train", "val")}
+        if not encoded["train"]:
+            raise KerasSeqError(f"{config.task} has no training text")
+        return Prepared(artifacts={"tokenizer.json": tokenizer, LABELS_FILE: conditions},
+                        chance_loss=math.log(tokenizer.vocab_size),
+                        data={"data": data, "tokenizer": tokenizer, "conditions": conditions,
+                              "encoded": encoded})
+
+    def build_model(self, config: ConditionedConfig, prepared: Prepared):
+        return build_model(config, prepared.data["tokenizer"].vocab_size,
+                           len(prepared.data["conditions"]))
+
+    def fit_plan(self, config: ConditionedConfig, prepared: Prepared, model,
+                 initial_epoch: int, printer) -> FitPlan:
+        encoded = prepared.data["encoded"]
+        train = conditioned_batches(encoded["train"], config.batch_size, seed=config.seed,
+                                    max_len=config.max_len)
+        done = passes_done(initial_epoch, len(train), len(train))
+        kwargs = {"x": batches_dataset(train, config.seed + done, repeat=True),
+                  "steps_per_epoch": len(train), "shuffle": False, "validation_data": None}
+        if encoded["val"]:
+            val = conditioned_batches(encoded["val"], config.batch_size, seed=None,
+                                      max_len=config.max_len)
+            kwargs["validation_data"] = batches_dataset(val, config.seed, repeat=True)
+            kwargs["validation_steps"] = len(val)
+        tokens = sum(float(w.sum()) for _, _, w in train)
+        conditions = 1 if config.unconditioned else len(prepared.data["conditions"])
+        printer(f"{config.task}: {conditions} condition(s), {len(encoded['train']):,} training "
+                f"paragraphs ({tokens:,.0f} target tokens); {model.count_params():,} "
+                "parameters")
+        return FitPlan(kwargs, len(train), items_per_step=tokens / len(train), unit="tokens")
+
+    def results(self, config: ConditionedConfig, prepared: Prepared, run_dir: Path,
+                model) -> dict:
+        out = {"task": config.task, "conditioned": not config.unconditioned,
+               "data": prepared.data["data"].describe(),
+               "tokenizer": prepared.data["tokenizer"].describe()}
+        for split in ("val", "test"):
+            if prepared.data["data"].splits.get(split):
+                out[split] = evaluate_run(run_dir, split)
+        return out
+
+    def result_lines(self, results: dict) -> list[str]:
+        lines = []
+        for split in ("val", "test"):
+            if split in results:
+                r = results[split]
+                lines.append(f"{split:<12} PPL {r['ppl']:.2f} ({r['nats']:.4f} nats) over "
+                             f"{r['tokens']:,} tokens, "
+                             f"{'conditioned' if r['conditioned'] else 'unconditioned'}")
+        for name, text in list(results.get("test", {}).get("samples", {}).items())[:3]:
+            lines.append(f"sample       [{name}] {text}")
+        return lines
+
+
+TASK = ConditionedTask()
+
+
+def train_conditioned(config: ConditionedConfig, run_dir, resume: bool = False,
+                      verbose: int = 1, printer=print) -> dict:
+    """Train a conditioned LM into ``run_dir`` (or continue it with ``resume=True``)."""
+    return trainer.train(TASK, config, run_dir, resume=resume, verbose=verbose,
+                         printer=printer)
