@@ -76,13 +76,22 @@ class LMGraphs:
     Args:
         model: a built ``RecurrentLM``. Its layers are used directly (no copy), so the
             functions read its current weights; dropout is off (``training=False``).
+            A unidirectional :class:`~keras_seq.models.classifier.SequenceClassifier`
+            works too (same ``embedding`` / ``rnns`` / ``head``; its ``residual``
+            connections are applied): its step gives the label scores after each token.
+        output: ``"logits"`` (the head's output, named ``logits``) or ``"scores"`` (its
+            softmax, named ``scores``: a streaming classifier's label probabilities).
     """
 
-    def __init__(self, model):
+    def __init__(self, model, output: str = "logits"):
         if not getattr(model, "built", False):
             raise KerasSeqError("the model is not built yet; call it once on token ids "
                                 "(or load it from a run directory) before exporting")
+        if output not in ("logits", "scores"):
+            raise KerasSeqError(f"unknown output {output!r}; expected 'logits' or 'scores'")
         self.model = model
+        self.output = output
+        self.residual = bool(getattr(model, "residual", False))
         self.kind = cell_kind(model)
         self.units = int(model.units)
         self.num_layers = len(model.rnns)
@@ -104,7 +113,7 @@ class LMGraphs:
 
     def fusable(self) -> bool:
         """Whether every layer can go through the fused-LSTM composite function."""
-        if self.kind != "lstm":
+        if self.kind != "lstm" or self.residual:
             return False
         for rnn in self.model.rnns:
             cell = rnn.cell
@@ -129,19 +138,34 @@ class LMGraphs:
         flat = [s for layer in layers for s in layer]
         return dict(zip(self.state_names, flat))
 
+    def _layer_output(self, x, h):
+        """A layer's output: ``h``, plus its input for residual models (when shapes match,
+        as in :class:`~keras_seq.models.classifier.SequenceClassifier`)."""
+        if self.residual and h.shape[-1] == x.shape[-1]:
+            return h + x
+        return h
+
+    def _outputs(self, logits) -> dict:
+        """``{"logits": …}``, or ``{"scores": softmax}`` for ``output="scores"``."""
+        if self.output == "scores":
+            return {"scores": tf.nn.softmax(logits, axis=-1)}
+        return {"logits": logits}
+
     # -- explicit-state graphs ----------------------------------------------------------
     def step(self, token, **states):
-        """``token (B,)`` int32 + states ``(B, U)`` → ``{"logits": (B, V), **states}``."""
+        """``token (B,)`` int32 + states ``(B, U)`` → ``{"logits": (B, V), **states}``
+        (``"scores"`` instead of ``"logits"`` with ``output="scores"``)."""
         m = self.model
         x = self._embed(token)  # (B, E)
         new = []
         for rnn, layer_states in zip(m.rnns, self._split_states(states)):
-            x, next_states = rnn.cell.call(x, list(layer_states), training=False)  # (B, U)
+            h, next_states = rnn.cell.call(x, list(layer_states), training=False)  # (B, U)
+            x = self._layer_output(x, h)
             next_states = next_states if isinstance(next_states, (list, tuple)) \
                 else [next_states]
             new.append(list(next_states))
         logits = m.head(x[:, None, :])[:, 0, :]  # (B, V)
-        return {"logits": logits, **self._join_states(new)}
+        return {**self._outputs(logits), **self._join_states(new)}
 
     def sequence(self, tokens, **states):
         """``tokens (B, T)`` + states → ``{"logits": (B, T, V), **final states}``.
@@ -161,9 +185,9 @@ class LMGraphs:
                 layer_states = list(layer_states) if isinstance(layer_states, (list, tuple)) \
                     else [layer_states]
                 outs.append(h)
-            x = tf.stack(outs, axis=1)  # (B, T, U)
+            x = self._layer_output(x, tf.stack(outs, axis=1))  # (B, T, U)
             new.append(layer_states)
-        return {"logits": m.head(x), **self._join_states(new)}
+        return {**self._outputs(m.head(x)), **self._join_states(new)}
 
     # -- fused (internal state) graphs ---------------------------------------------------
     def _fused_weights(self, rnn):

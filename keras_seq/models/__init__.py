@@ -1,6 +1,12 @@
-"""Language models built from keras-seq layers (these import TensorFlow/Keras)."""
+"""Models built from keras-seq layers (these import TensorFlow/Keras): the language models
+(``RecurrentLM``, ``NPLM``, ``ConditionedLM``), ``Seq2Seq``, and the N→1 and aligned N→N
+models ``SequenceClassifier`` and ``SequenceTagger``."""
 
+from keras_seq.models.classifier import SequenceClassifier
+from keras_seq.models.conditioned_lm import ConditionedLM
 from keras_seq.models.nplm import NPLM, nplm_param_count
 from keras_seq.models.rnn_lm import CELLS, RecurrentLM
+from keras_seq.models.tagger import SequenceTagger
 
-__all__ = ["NPLM", "nplm_param_count", "RecurrentLM", "CELLS"]
+__all__ = ["NPLM", "nplm_param_count", "RecurrentLM", "CELLS", "ConditionedLM",
+           "SequenceClassifier", "SequenceTagger"]
