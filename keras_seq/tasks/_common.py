@@ -134,3 +134,17 @@ def batches_dataset(batches, seed: int, repeat: bool):
 def passes_done(initial_epoch: int, steps_per_epoch: int, num_batches: int) -> int:
     """Full passes over the batches before ``initial_epoch`` (where a resumed run goes on)."""
     return (initial_epoch * steps_per_epoch) // max(num_batches, 1)
+
+
+def fit_kwargs(train_batches, val_batches, seed: int, initial_epoch: int,
+               steps: int | None = None) -> dict:
+    """``model.fit`` arguments for precomputed batches: the training order reshuffled every
+    pass (continuing where a resumed run left off), validation over ``val_batches``."""
+    steps = steps or len(train_batches)
+    done = passes_done(initial_epoch, steps, len(train_batches))
+    kwargs = {"x": batches_dataset(train_batches, seed + done, repeat=True),
+              "steps_per_epoch": steps, "shuffle": False, "validation_data": None}
+    if val_batches:
+        kwargs["validation_data"] = batches_dataset(val_batches, seed, repeat=True)
+        kwargs["validation_steps"] = len(val_batches)
+    return kwargs

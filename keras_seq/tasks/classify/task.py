@@ -20,7 +20,7 @@ from keras_seq import runs
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.classifier import SequenceClassifier
-from keras_seq.tasks._common import Labels, batches_dataset, example_batches, passes_done
+from keras_seq.tasks._common import Labels, example_batches, fit_kwargs
 from keras_seq.tasks.classify import metrics
 from keras_seq.tasks.classify.config import ClassifyConfig
 from keras_seq.tasks.classify.data import make_classification_task
@@ -148,13 +148,9 @@ class ClassifyTask(trainer.Task):
                  printer) -> FitPlan:
         encoded = prepared.data["encoded"]
         train = example_batches(*encoded["train"], config.batch_size, seed=config.seed)
-        done = passes_done(initial_epoch, len(train), len(train))
-        kwargs = {"x": batches_dataset(train, config.seed + done, repeat=True),
-                  "steps_per_epoch": len(train), "shuffle": False, "validation_data": None}
-        if "val" in encoded:
-            val = example_batches(*encoded["val"], config.batch_size, seed=None)
-            kwargs["validation_data"] = batches_dataset(val, config.seed, repeat=True)
-            kwargs["validation_steps"] = len(val)
+        val = (example_batches(*encoded["val"], config.batch_size, seed=None)
+               if "val" in encoded else [])
+        kwargs = fit_kwargs(train, val, config.seed, initial_epoch)
         described = prepared.data["data"].describe()
         printer(f"{config.task}: {described['sizes']}, labels {described['labels']}; "
                 f"{model.count_params():,} parameters, {len(train)} steps/epoch")

@@ -22,7 +22,7 @@ from keras_seq.errors import KerasSeqError
 from keras_seq.keras_metrics import Perplexity
 from keras_seq.models.conditioned_lm import ConditionedLM
 from keras_seq.sampling import TopKSampler
-from keras_seq.tasks._common import Labels, batches_dataset, passes_done
+from keras_seq.tasks._common import Labels, fit_kwargs
 from keras_seq.tasks.conditioned.config import ConditionedConfig
 from keras_seq.tasks.conditioned.data import (
     conditioned_batches,
@@ -141,14 +141,9 @@ class ConditionedTask(trainer.Task):
         encoded = prepared.data["encoded"]
         train = conditioned_batches(encoded["train"], config.batch_size, seed=config.seed,
                                     max_len=config.max_len)
-        done = passes_done(initial_epoch, len(train), len(train))
-        kwargs = {"x": batches_dataset(train, config.seed + done, repeat=True),
-                  "steps_per_epoch": len(train), "shuffle": False, "validation_data": None}
-        if encoded["val"]:
-            val = conditioned_batches(encoded["val"], config.batch_size, seed=None,
-                                      max_len=config.max_len)
-            kwargs["validation_data"] = batches_dataset(val, config.seed, repeat=True)
-            kwargs["validation_steps"] = len(val)
+        val = conditioned_batches(encoded["val"], config.batch_size, seed=None,
+                                  max_len=config.max_len) if encoded["val"] else []
+        kwargs = fit_kwargs(train, val, config.seed, initial_epoch)
         tokens = sum(float(w.sum()) for _, _, w in train)
         conditions = 1 if config.unconditioned else len(prepared.data["conditions"])
         printer(f"{config.task}: {conditions} condition(s), {len(encoded['train']):,} training "

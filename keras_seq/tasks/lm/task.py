@@ -25,7 +25,7 @@ from keras_seq.keras_metrics import Perplexity
 from keras_seq.models.nplm import NPLM
 from keras_seq.models.rnn_lm import RecurrentLM
 from keras_seq.sampling import TopKSampler
-from keras_seq.tasks._common import batches_dataset, passes_done
+from keras_seq.tasks._common import fit_kwargs
 from keras_seq.tasks.lm.config import LMConfig
 from keras_seq.tasks.lm.evaluation import (
     corpus_for,
@@ -220,13 +220,9 @@ class LMTask(trainer.Task):
         if config.model == "nplm":  # stateless windows, reshuffled every pass
             train = _window_batches(train_ids, config.context, B, config.seed)
             steps = min(len(train), config.max_steps_per_epoch or len(train))
-            done = passes_done(initial_epoch, steps, len(train))
-            kwargs = {"x": batches_dataset(train, config.seed + done, repeat=True),
-                      "steps_per_epoch": steps, "shuffle": False, "validation_data": None}
-            if len(val_ids) > 1:
-                val = _window_batches(val_ids, config.context, 512, None)
-                kwargs["validation_data"] = batches_dataset(val, config.seed, repeat=True)
-                kwargs["validation_steps"] = len(val)
+            val = (_window_batches(val_ids, config.context, 512, None) if len(val_ids) > 1
+                   else [])
+            kwargs = fit_kwargs(train, val, config.seed, initial_epoch, steps)
             return FitPlan(kwargs, steps, items_per_step=B, unit="tokens")
         if config.bptt_mode == "truncated":
             x, y = stream_arrays(train_ids, B, T)

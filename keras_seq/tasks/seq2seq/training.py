@@ -26,7 +26,7 @@ from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.seq2seq import Seq2Seq
 from keras_seq.runs import json_safe
-from keras_seq.tasks._common import batches_dataset, passes_done
+from keras_seq.tasks._common import fit_kwargs
 from keras_seq.tasks.seq2seq import decoding, metrics
 from keras_seq.training import trainer
 from keras_seq.training.config import TrainConfig
@@ -371,18 +371,12 @@ class Seq2SeqTask(trainer.Task):
         bos, eos = model.bos_id, model.eos_id
         train_batches = make_batches(train, config.batch_size, bos, eos, seed=config.seed)
         steps = config.steps_per_epoch or len(train_batches)
-        # Resumed runs continue the batch order where the interrupted run would have been.
-        done = passes_done(initial_epoch, steps, len(train_batches))
-        train_ds = batches_dataset(train_batches, config.seed + done, repeat=True)
         val_batches = make_batches(val, config.batch_size, bos, eos, seed=None) if val else []
         params = model.param_report()
         printer(f"{config.attention} seq2seq: {params['total']:,} parameters "
                 f"({params['attention']:,} in attention); {len(train):,} training pairs, "
                 f"{steps} steps/epoch")
-        kwargs = {"x": train_ds, "steps_per_epoch": steps, "shuffle": False,
-                  "validation_data": (batches_dataset(val_batches, config.seed, repeat=False)
-                                      if val else None),
-                  "validation_steps": len(val_batches) or None}
+        kwargs = fit_kwargs(train_batches, val_batches, config.seed, initial_epoch, steps)
         return FitPlan(kwargs, steps, items_per_step=config.batch_size, unit="pairs")
 
     def callbacks(self, config: Seq2SeqConfig, prepared: Prepared, run_dir: Path,

@@ -21,7 +21,7 @@ from keras_seq import runs
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.tagger import SequenceTagger
-from keras_seq.tasks._common import Labels, batches_dataset, example_batches, passes_done
+from keras_seq.tasks._common import Labels, example_batches, fit_kwargs
 from keras_seq.tasks.tag.config import TagConfig
 from keras_seq.tasks.tag.data import make_tagging_task
 from keras_seq.tasks.tag.metrics import tagging_report
@@ -128,13 +128,9 @@ class TagTask(trainer.Task):
                  printer) -> FitPlan:
         encoded = prepared.data["encoded"]
         train = example_batches(*encoded["train"], config.batch_size, seed=config.seed)
-        done = passes_done(initial_epoch, len(train), len(train))
-        kwargs = {"x": batches_dataset(train, config.seed + done, repeat=True),
-                  "steps_per_epoch": len(train), "shuffle": False, "validation_data": None}
-        if "val" in encoded:
-            val = example_batches(*encoded["val"], config.batch_size, seed=None)
-            kwargs["validation_data"] = batches_dataset(val, config.seed, repeat=True)
-            kwargs["validation_steps"] = len(val)
+        val = (example_batches(*encoded["val"], config.batch_size, seed=None)
+               if "val" in encoded else [])
+        kwargs = fit_kwargs(train, val, config.seed, initial_epoch)
         words = sum(len(x) for x in encoded["train"][0])
         printer(f"{config.task}: {len(encoded['train'][0]):,} training sentences "
                 f"({words:,} words), {len(prepared.data['tags'])} tags "
