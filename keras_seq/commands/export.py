@@ -1,4 +1,5 @@
-"""``keras-seq export saved-model|tflite``: SavedModel signatures and TFLite variants."""
+"""``keras-seq export saved-model|tflite|seq2seq|classifier|tagger``: SavedModel signatures
+and TFLite variants (``classifier --tflite``: the streaming step model)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ from keras_seq.commands._common import add_json_arg, print_json
 
 _VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
 _GRAPHS = ("step", "step_fused", "sequence", "sequence_fused")
+_STEP_VARIANTS = ("float32", "float16", "dynamic")
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "export", help="export a trained model: SavedModel, TFLite, seq2seq")
+        "export", help="export a trained model: SavedModel, TFLite, seq2seq, classifier, "
+        "tagger")
     sub = parser.add_subparsers(dest="export_command", metavar="FORMAT")
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -39,6 +42,67 @@ def register(subparsers) -> None:
     p.add_argument("--run-dir", required=True, help="a `keras-seq train seq2seq` run directory")
     p.add_argument("--out", required=True, help="SavedModel folder to write")
     p.set_defaults(func=cmd_seq2seq)
+
+    p = sub.add_parser("classifier", help="a classify run as a SavedModel whose classify / "
+                       "serving_default signature maps texts to labels sorted by score "
+                       "(TF Serving's Classify shape); --tflite adds the streaming step model")
+    p.add_argument("--run-dir", required=True, help="a `keras-seq train classify` run "
+                   "directory")
+    p.add_argument("--out", required=True, help="SavedModel folder to write")
+    p.add_argument("--tflite", nargs="?", const="", default=None, metavar="DIR",
+                   help="also export the streaming TFLite step model (token + state in, "
+                   "label scores + state out) to DIR (default OUT/tflite); needs a "
+                   "unidirectional pooling=last classifier")
+    p.add_argument("--variants", nargs="+", default=["float32", "dynamic"],
+                   choices=_STEP_VARIANTS, help="TFLite variants (with --tflite)")
+    p.add_argument("--no-parity", action="store_true",
+                   help="skip the TFLite-vs-Keras comparison")
+    add_json_arg(p)
+    p.set_defaults(func=cmd_classifier)
+
+    p = sub.add_parser("tagger", help="a tag run as a SavedModel whose tag / serving_default "
+                       "signature maps whitespace-separated words to one tag each")
+    p.add_argument("--run-dir", required=True, help="a `keras-seq train tag` run directory")
+    p.add_argument("--out", required=True, help="SavedModel folder to write")
+    p.set_defaults(func=cmd_tagger)
+
+
+def cmd_classifier(args) -> int:
+    import sys
+    from pathlib import Path
+
+    from keras_seq.export.labelled import (
+        check_streamable,
+        export_classifier,
+        export_classifier_tflite,
+    )
+    from keras_seq.tasks.classify.task import load_run
+
+    printer = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
+    config, tokenizer, labels, model = load_run(args.run_dir)
+    if args.tflite is not None:
+        check_streamable(model)  # refuse before writing anything
+    out = export_classifier(args.run_dir, args.out, printer=printer, model=model,
+                            tokenizer=tokenizer, labels=labels, max_len=config.max_len)
+    result = {"saved_model": str(out)}
+    if args.tflite is not None:
+        tflite_dir = Path(args.tflite) if args.tflite else Path(out) / "tflite"
+        result["tflite"] = export_classifier_tflite(
+            args.run_dir, tflite_dir, variants=args.variants, check_parity=not args.no_parity,
+            printer=printer, model=model, tokenizer=tokenizer, labels=labels, config=config)
+        result["tflite_dir"] = str(tflite_dir)
+        printer(f"wrote the streaming step model(s) to {tflite_dir} (manifest.json lists "
+                "sizes, ops and parity)")
+    if args.json:
+        print_json(result)
+    return 0
+
+
+def cmd_tagger(args) -> int:
+    from keras_seq.export.labelled import export_tagger
+
+    export_tagger(args.run_dir, args.out)
+    return 0
 
 
 def cmd_seq2seq(args) -> int:

@@ -3,9 +3,13 @@
     keras-seq export saved-model --run-dir runs/lstm --out exports/lstm
     keras-seq serve --model-base models --model-name lstm --publish exports/lstm  # → models/lstm/1
     keras-seq serve --model-base models            # serves every model under models/
+    keras-seq export classifier --run-dir runs/clf --out exports/clf   # then :classify
 
 The model base has TF Serving's layout (``MODEL_BASE/NAME/VERSION/saved_model.pb``); the
 highest version of each model is served and new versions are picked up while running.
+``POST …:predict`` runs any signature; ``POST …:classify`` (TF Serving's Classify API:
+``{"examples": [{"inputs": "text"}]}`` → ``{"results": [[["label", score], …]]}``) answers
+for classifier SavedModels.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ def _non_negative(kind):
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "serve", help="REST server with TF Serving's API (predict/status/metadata), dynamic "
+        "serve", help="REST server with TF Serving's API (predict/classify/status/metadata), "
+        "dynamic "
         "batching and limits")
     p.add_argument("--model-base", required=True, metavar="DIR",
                    help="TF Serving model base: DIR/NAME/VERSION/saved_model.pb")
@@ -59,7 +64,7 @@ def register(subparsers) -> None:
                    help="start a batch at once when no signature call is running (lower "
                    "latency for a lone client; measured to cost throughput under load). "
                    "Default: wait --batch-timeout-ms as TF Serving does")
-    p.add_argument("--batch-signatures", default="score,next_tokens,serving_default",
+    p.add_argument("--batch-signatures", default="score,next_tokens,serving_default,classify,tag",
                    help="signatures whose calls are batched (comma-separated; generate's "
                    "samples depend on a row's place in the batch, so it is not by default)")
     p.add_argument("--max-body-bytes", type=_positive(int), default=1 << 20,

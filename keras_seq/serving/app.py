@@ -6,13 +6,16 @@ Endpoints (the same paths and JSON as TensorFlow Serving's REST API)::
     GET  /v1/models/NAME/versions/V            status of one version
     GET  /v1/models/NAME[/versions/V]/metadata signature defs (GetModelMetadataResponse)
     POST /v1/models/NAME[/versions/V]:predict  {"signature_name", "instances"|"inputs"}
+    POST /v1/models/NAME[/versions/V]:classify {"examples": [{"inputs": "text"}, …]} →
+                                               {"results": [[["label", score], …], …]}
     GET  /healthz                              200 when every model has a version loaded
     GET  /openapi.json                         the OpenAPI spec
 
 Errors are ``{"error": "..."}`` with 400 (bad request), 401 (missing/bad bearer token),
 404 (unknown model, version or path), 413 (body over ``max_body_bytes``) or 504 (request
-over ``request_timeout_s``). Requests never name files: models come only from the model
-base folder given at start.
+over ``request_timeout_s``). ``:classify`` answers for classifier SavedModels (``keras-seq
+export classifier``); on any other model it is a 400. Requests never name files: models
+come only from the model base folder given at start.
 """
 
 
@@ -32,7 +35,13 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from keras_seq.serving.batching import Batcher
-from keras_seq.serving.codec import Limits, encode_outputs, parse_predict
+from keras_seq.serving.codec import (
+    Limits,
+    encode_classify,
+    encode_outputs,
+    parse_classify,
+    parse_predict,
+)
 from keras_seq.serving.errors import ServingError, bad_request
 from keras_seq.serving.registry import ModelRegistry
 
@@ -51,7 +60,7 @@ class ServeConfig:
     max_batch_size: int = 32
     batch_timeout_ms: float = 2.0
     num_batch_threads: int = 2
-    batch_signatures: tuple = ("score", "next_tokens", "serving_default")
+    batch_signatures: tuple = ("score", "next_tokens", "serving_default", "classify", "tag")
     eager_batching: bool = False  # start a batch at once when no call is running
     max_body_bytes: int = 1 << 20
     limits: Limits = field(default_factory=Limits)
@@ -95,6 +104,17 @@ _PREDICT_SCHEMA = {
                                                   "temperature": 1.0, "top_k": 5,
                                                   "seed": 1}},
     ],
+}
+_CLASSIFY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "signature_name": {"type": "string", "description": "default: classify (else "
+                           "serving_default)"},
+        "examples": {"type": "array", "items": {"type": "object"},
+                     "description": "one object per text: {\"inputs\": \"some text\"}"},
+    },
+    "required": ["examples"],
+    "examples": [{"examples": [{"inputs": "the film was not bad"}, {"inputs": "dull"}]}],
 }
 _ERROR_SCHEMA = {"type": "object", "properties": {"error": {"type": "string"}},
                  "required": ["error"]}
@@ -156,7 +176,8 @@ def create_app(config: ServeConfig, registry: ModelRegistry | None = None, print
             batcher.close()
 
     app = FastAPI(title="keras-seq serving", version="1",
-                  description="TensorFlow Serving's REST API (predict, status, metadata) for "
+                  description="TensorFlow Serving's REST API (predict, classify, status, "
+                  "metadata) for "
                   "keras-seq SavedModels, with dynamic batching.",
                   lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.registry, app.state.batcher, app.state.config = registry, batcher, config
@@ -225,7 +246,8 @@ def create_app(config: ServeConfig, registry: ModelRegistry | None = None, print
     async def version_metadata(model_name: str, version: str):
         return _Response.make(registry.get(model_name, _parse_version(version)).metadata())
 
-    async def _predict(request: Request, model_name: str, version: int | None):
+    async def _run(request: Request, model_name: str, version: int | None, parse):
+        """Read and decode the body, parse it against the servable, run it (batched)."""
         raw = await _read_body(request, config.max_body_bytes)
         try:
             body = json.loads(raw)
@@ -233,7 +255,7 @@ def create_app(config: ServeConfig, registry: ModelRegistry | None = None, print
             raise bad_request(f"JSON Parse error: {str(err)[:200]}") from None
         servable = registry.get(model_name, version)
         try:
-            parsed = parse_predict(body, servable, config.limits)
+            parsed = parse(body, servable, config.limits)
         except RecursionError:
             raise bad_request("JSON value nested too deeply") from None
         try:
@@ -242,7 +264,15 @@ def create_app(config: ServeConfig, registry: ModelRegistry | None = None, print
         except TimeoutError:
             raise ServingError(504, f"Deadline exceeded: the request took longer than "
                                f"{config.request_timeout_s:g} s (--request-timeout)") from None
+        return parsed, outputs
+
+    async def _predict(request: Request, model_name: str, version: int | None):
+        parsed, outputs = await _run(request, model_name, version, parse_predict)
         return _Response.make(encode_outputs(outputs, parsed.columnar))
+
+    async def _classify(request: Request, model_name: str, version: int | None):
+        _, outputs = await _run(request, model_name, version, parse_classify)
+        return _Response.make(encode_classify(outputs))
 
     body_doc = {"requestBody": {"required": True, "content": {
         "application/json": {"schema": _PREDICT_SCHEMA}}}}
@@ -258,6 +288,21 @@ def create_app(config: ServeConfig, registry: ModelRegistry | None = None, print
               responses=_responses(400, 401, 404, 413, 504))
     async def predict_version(request: Request, model_name: str, version: str):
         return await _predict(request, model_name, _parse_version(version))
+
+    classify_doc = {"requestBody": {"required": True, "content": {
+        "application/json": {"schema": _CLASSIFY_SCHEMA}}}}
+
+    @app.post("/v1/models/{model_name}:classify", dependencies=auth,
+              openapi_extra=classify_doc, summary="classify with the latest version",
+              responses=_responses(400, 401, 404, 413, 504))
+    async def classify(request: Request, model_name: str):
+        return await _classify(request, model_name, None)
+
+    @app.post("/v1/models/{model_name}/versions/{version}:classify", dependencies=auth,
+              openapi_extra=classify_doc, summary="classify with one version",
+              responses=_responses(400, 401, 404, 413, 504))
+    async def classify_version(request: Request, model_name: str, version: str):
+        return await _classify(request, model_name, _parse_version(version))
 
     return app
 

@@ -15,6 +15,18 @@ Response: row requests get ``{"predictions": [...]}`` (one entry per row; an obj
 named outputs when the signature has several), columnar ones ``{"outputs": {...}}`` (or the
 bare value for a single output). String outputs are UTF-8 text, ``{"b64": …}`` for outputs
 named ``*_bytes``.
+
+Classify (``POST …:classify``, TF Serving's Classify API, for SavedModels written by
+``keras-seq export classifier``)::
+
+    {"signature_name": "classify", "examples": [{"inputs": "a text"}, …]}   # request
+    {"results": [[["pos", 0.93], ["neg", 0.07]], …]}                          # response
+
+Each example holds one feature, the text (``"inputs"``, the signature's input, or
+``"text"``; a string, ``{"b64": …}`` or a one-element list of either). Without
+``signature_name`` the ``classify`` signature is used (else ``serving_default``); it must
+take one batch of strings and return ``labels`` and ``scores`` ``[N, C]``, already sorted
+by score. ``context`` features are not supported (each example carries its own text).
 """
 
 from __future__ import annotations
@@ -270,3 +282,91 @@ def encode_outputs(outputs: dict, columnar: bool) -> dict:
         return {"predictions": next(iter(values.values()))}
     n = batch.pop()
     return {"predictions": [{k: values[k][i] for k in values} for i in range(n)]}
+
+
+# ----------------------------------------------------------------------------------------
+# Classify API
+
+_EXAMPLE_KEYS = ("inputs", "text")
+
+
+def is_classify_signature(sig: SignatureInfo) -> bool:
+    """One batch of strings in; ``labels`` (strings) and ``scores`` (floats) ``[N, C]`` out."""
+    if len(sig.inputs) != 1:
+        return False
+    (spec,) = sig.inputs.values()
+    labels, scores = sig.outputs.get("labels"), sig.outputs.get("scores")
+    return (spec.dtype == "string" and len(spec.shape) == 1 and spec.batched
+            and labels is not None and labels.dtype == "string" and len(labels.shape) == 2
+            and scores is not None and scores.dtype.startswith("float")
+            and len(scores.shape) == 2)
+
+
+def classify_signature(servable, name: str | None) -> SignatureInfo:
+    """The signature a ``:classify`` request runs (400 when the model has none)."""
+    if name:
+        sig = servable.signature(name)  # 400 if unknown, listing the available ones
+    else:
+        key = "classify" if "classify" in servable.signatures else "serving_default"
+        sig = servable.signatures.get(key)
+    if sig is None or not is_classify_signature(sig):
+        which = f"signature {name!r} is not a classify signature" if name else \
+            "has no classify signature"
+        raise bad_request(
+            f"model {servable.name} version {servable.version} {which} (signatures: "
+            f"{', '.join(sorted(servable.signatures))}); :classify needs a classifier "
+            "exported with `keras-seq export classifier` (one string input; outputs "
+            "'labels' and 'scores'). Use :predict for this model")
+    return sig
+
+
+def parse_classify(body, servable, limits: Limits) -> PredictRequest:
+    """Validate a Classify request body (already JSON-decoded) against the servable."""
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object with \"examples\": "
+                          "[{\"inputs\": \"some text\"}, …]")
+    unknown = set(body) - {"signature_name", "examples", "context"}
+    if unknown:
+        raise bad_request(f"unexpected key(s) {sorted(unknown)} in the classify request; "
+                          "expected \"examples\" and optionally \"signature_name\"")
+    name = body.get("signature_name")
+    if name is not None and not isinstance(name, str):
+        raise bad_request("\"signature_name\" must be a string")
+    sig = classify_signature(servable, name or None)
+    if body.get("context") not in (None, {}):
+        raise bad_request("\"context\" features are not supported: give each example its "
+                          "own text, {\"inputs\": \"some text\"}")
+    examples = body.get("examples")
+    if not isinstance(examples, list) or not examples:
+        raise bad_request("\"examples\" must be a non-empty list of objects like "
+                          "{\"inputs\": \"some text\"}")
+    if len(examples) > limits.max_instances:
+        raise bad_request(f"{len(examples)} examples is more than the limit of "
+                          f"{limits.max_instances} per request (--max-instances); split the "
+                          "request")
+    (input_name, spec), = sig.inputs.items()
+    allowed = {input_name, *_EXAMPLE_KEYS}
+    values = []
+    for i, example in enumerate(examples):
+        if not isinstance(example, dict) or len(example) != 1 or not set(example) <= allowed:
+            got = sorted(example) if isinstance(example, dict) else type(example).__name__
+            raise bad_request(f"example {i} must be an object with one feature, the text: "
+                              f"{{\"{input_name}\": \"some text\"}} (got {got})")
+        (value,) = example.values()
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]  # a one-value feature list, as tf.Example features are
+        values.append(_leaf(value, spec, limits))
+    column = np.empty(len(values), dtype=object)
+    column[:] = values
+    return PredictRequest(sig, {input_name: column}, len(values), columnar=True)
+
+
+def encode_classify(outputs: dict) -> dict:
+    """``labels``/``scores`` ``[N, C]`` → ``{"results": [[[label, score], …], …]}``."""
+    labels, scores = outputs["labels"], outputs["scores"]
+    return {"results": [[[_text(label), float(score)] for label, score in zip(lrow, srow)]
+                        for lrow, srow in zip(labels, scores)]}
+
+
+def _text(value) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
