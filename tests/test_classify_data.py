@@ -166,7 +166,7 @@ def test_easy_reviews_positions_and_labels():
         flipped = {"pos": "neg", "neg": "pos"}
         want = POLARITY[words[75]] if not negators else flipped[POLARITY[words[75]]]
         assert label == want
-    assert negated == 200
+    assert negated == 100  # a quarter of the reviews are negated by default
 
 
 def test_distances_are_groups_and_balanced_within():
@@ -226,7 +226,7 @@ def test_hard_variant_needs_word_order():
 
 def test_easy_variant_words_carry_the_label():
     # In the easy variant the negator words only occur in reviews whose label is flipped.
-    examples, _ = reviews_negation(2000, seed=4)
+    examples, _ = reviews_negation(2000, negated_share=0.5, seed=4)
     with_negator = [lab for t, lab in examples if set(t.split()) & set(NEGATORS)]
     assert len(with_negator) == 1000
 
@@ -240,7 +240,7 @@ def test_negated_share_sets_the_sentiment_word_plateau():
     # Counting sentiment words (ignoring negators) is right exactly on the 3/4 not negated.
     count_rule = sum(POLARITY[t.split()[75]] == lab for t, lab in examples) / len(examples)
     assert count_rule == 0.75
-    half, _ = reviews_negation(1200, seed=7)
+    half, _ = reviews_negation(1200, negated_share=0.5, seed=7)
     assert sum(POLARITY[t.split()[75]] == lab for t, lab in half) / len(half) == 0.5
     with pytest.raises(DataError, match="negated_share=1.5"):
         reviews_negation(4, negated_share=1.5)

@@ -26,6 +26,7 @@ class ClassifyConfig(TrainConfig):
     sentiment_pos: int | None = None  # reviews-negation: position of the sentiment word (75)
     distances: str | None = None  # reviews-negation: "10,35,70" mixes distances
     hard: bool = False  # reviews-negation: bag of words carries no label information
+    negated_share: float | None = None  # reviews-negation: reviews with a negator (0.25)
     max_len: int | None = None  # keep at most this many words of a text (None: all)
     max_vocab: int | None = None
     min_count: int | None = None
@@ -68,4 +69,6 @@ class ClassifyConfig(TrainConfig):
             if self.distances is not None:
                 options["distances"] = [int(d) for d in str(self.distances).split(",")]
             options["hard"] = self.hard
+            if self.negated_share is not None:
+                options["negated_share"] = self.negated_share
         return options

@@ -245,7 +245,7 @@ def split_rows(rows, seed: int = 0, ratio="80/10/10") -> dict[str, list]:
 
 def reviews_negation(num: int, length: int = 80, negator_pos: int = 5,
                      sentiment_pos: int = 75, distances=None, hard: bool = False,
-                     negated_share: float = 0.5,
+                     negated_share: float = 0.25,
                      seed: int = 0) -> tuple[list[tuple[str, str]], list[int]]:
     """Generated movie reviews whose label hangs on a negator far from the sentiment word.
 
@@ -256,9 +256,10 @@ def reviews_negation(num: int, length: int = 80, negator_pos: int = 5,
     case). The label is ``"pos"``/``"neg"``, the polarity of the sentiment word, flipped
     when the negator precedes it.
 
-    * Easy (``hard=False``): half the reviews (``negated_share``) have a negator ``d``
+    * Easy (``hard=False``): a share of the reviews (``negated_share``, a quarter by
+      default: as in real reviews, negation is the exception) have a negator ``d``
       words before the sentiment word, the rest none (filler there). Polarity and
-      negation are balanced and independent, so with ``negated_share=0.5`` neither the
+      negation are independent, so with ``negated_share=0.5`` neither the
       sentiment word nor the negator alone predicts the label (50 %: a pure XOR, which
       small RNNs may take long to start learning), but the *set* of words does:
       "positive word XOR negator present" is right every time, so an order-blind model
@@ -425,7 +426,7 @@ def make_classification_task(spec: str, seed: int = 0, train_size: int | None = 
     if spec == "reviews-negation":
         _check_options(spec, task_options, _NEGATION_OPTIONS)
         options = {"length": 80, "negator_pos": 5, "sentiment_pos": 75,
-                   "distances": DEFAULT_DISTANCES, "hard": False, "negated_share": 0.5,
+                   "distances": DEFAULT_DISTANCES, "hard": False, "negated_share": 0.25,
                    **task_options}
         if options["distances"] is not None:
             options["distances"] = tuple(int(d) for d in options["distances"])
