@@ -16,7 +16,9 @@ The steps follow ``lm/builder`` of KenLM:
    ``γ(h) = Σ_k D_k N_k(h·) / Σ_w a(hw)``.
 4. **Interpolation** (``interpolate.cc``): ``p(w|h) = u(w|h) + γ(h) p(w|h⁻)`` down to the
    uniform ``1/|V|``, |V| counting ``<unk>`` and ``</s>`` but not ``<s>``. So ``<unk>``
-   (count 0) gets γ(ε)/|V| and ``<s>`` gets probability 0 (``-99`` in ARPA).
+   (count 0) gets γ(ε)/|V|. ``<s>`` gets probability 0 (``-99`` in ARPA, SRILM's
+   convention); lmplz gives it probability 1 (``0`` in ARPA). ``<s>`` is only ever a
+   context, never predicted, so no score depends on which.
 5. **Backoff form**: the ARPA backoff of context h is γ(h), which reproduces the
    interpolated probabilities exactly (an unseen ``w`` gets ``γ(h) p(w|h⁻)``).
 
