@@ -35,18 +35,55 @@ def trained_run(tmp_path_factory, cell: str = "lstm", num_layers: int = 1):
     return _CACHE[key]
 
 
+# A deterministic toy corpus: a few fixed sentences in random order, so the next word is
+# mostly determined by the previous ones and a small LSTM learns it in a few seconds.
+TOY_SENTENCES = ("the cat sat on a mat", "a big dog ran on the log",
+                 "the small red cat ran and sat", "a dog sat on the big red mat",
+                 "the log and the mat")
+
+
+def toy_corpus_text(lines: int = 400, seed: int = 0) -> str:
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(TOY_SENTENCES), lines)
+    return "\n".join(TOY_SENTENCES[i] for i in picks) + "\n"
+
+
+LEARNED_UNITS = 64
+
+
+def learned_run(tmp_path_factory):
+    """An LSTM run that has learned the toy corpus (val PPL ≈ 1.8 against 16 for uniform),
+    with every weight matrix ≥ 1,024 elements (vocabulary 16, embedding and units 64) so
+    TFLite's dynamic-range quantizer really quantizes it. About 27 steps, a few seconds."""
+    if "learned" not in _CACHE:
+        from keras_seq.tasks.lm.config import LMConfig
+        from keras_seq.tasks.lm.task import train_lm
+
+        root = tmp_path_factory.mktemp("run_learned")
+        data = root / "toy.txt"
+        data.write_text(toy_corpus_text())
+        config = LMConfig(data=str(data), embed_dim=LEARNED_UNITS, units=LEARNED_UNITS,
+                          batch_size=8, bptt=12, lr=0.01, epochs=1, max_steps_per_epoch=60,
+                          sample_tokens=0, histogram_freq=0, cell="lstm", seed=3)
+        train_lm(config, root / "run", verbose=0, printer=lambda *a: None)
+        _CACHE["learned"] = root / "run"
+    return _CACHE["learned"]
+
+
 ALL_VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
 
 
-def exported(tmp_path_factory, variants=ALL_VARIANTS, cell="lstm"):
-    """TFLite export of the tiny run (once per session, variants and cell)."""
-    key = ("export", tuple(variants), cell)
+def exported(tmp_path_factory, variants=ALL_VARIANTS, cell="lstm", run="tiny"):
+    """TFLite export of the tiny run (``run="tiny"``, once per session, variants and cell)
+    or of :func:`learned_run` (``run="learned"``, an LSTM)."""
+    key = ("export", tuple(variants), cell, run)
     if key not in _CACHE:
         from keras_seq.export.tflite import export_tflite
 
-        run = trained_run(tmp_path_factory, cell=cell)
+        run_dir = (learned_run(tmp_path_factory) if run == "learned" else
+                   trained_run(tmp_path_factory, cell=cell))
         out = tmp_path_factory.mktemp("tflite")
-        manifest = export_tflite(run, out, variants=variants, seq_length=8, calib_tokens=40,
+        manifest = export_tflite(run_dir, out, variants=variants, seq_length=8, calib_tokens=40,
                                  parity_tokens=40, val_tokens=200, printer=lambda *a: None)
         _CACHE[key] = (out, manifest)
     return _CACHE[key]

@@ -133,9 +133,7 @@ def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
             rows.append(_row("saved-model", "-", _time_stream(sm_step, stream, warmup),
                              _dir_size(saved_model_dir), 0.0))
             del loaded
-        for entry in manifest["models"]:
-            if "error" in entry or not entry["graph"].startswith("step"):
-                continue
+        for entry in streamed_models(manifest):
             path = Path(export_dir) / entry["file"]
             delta = (entry.get("parity") or {}).get("ppl_delta_pct")
             for th in threads:
@@ -149,16 +147,28 @@ def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
     finally:
         tmp.cleanup()
 
-    base = next((r for r in rows if r["runtime"] == "tflite step_float32" and r["threads"] == 1),
-                None)
-    for r in rows:
-        r["speedup_vs_tflite_fp32"] = base["p50_us"] / r["p50_us"] if base else None
-    verdict = _verdict(rows, base)
+    verdict = score_rows(rows)
     return {"run_dir": str(run_dir), "tokens": tokens, "warmup": warmup,
             "model": {"cell": config.cell, "units": config.units, "embed_dim": config.embed_dim,
                       "num_layers": config.num_layers, "vocab_size": tokenizer.vocab_size},
             "keras_val_ppl": keras_ppl, "tokenizer_fingerprint": tokenizer.fingerprint,
             "rows": rows, "verdict": verdict}
+
+
+def streamed_models(manifest: dict) -> list[dict]:
+    """The exported models the benchmark streams: step graphs that converted (no error)."""
+    return [m for m in manifest["models"]
+            if "error" not in m and m["graph"].startswith("step")]
+
+
+def score_rows(rows: list[dict]) -> dict:
+    """Set every row's ``speedup_vs_tflite_fp32`` (the 1-thread ``tflite step_float32``
+    p50 over the row's p50; ``None`` without that baseline) and return the verdict."""
+    base = next((r for r in rows if r["runtime"] == "tflite step_float32" and r["threads"] == 1),
+                None)
+    for r in rows:
+        r["speedup_vs_tflite_fp32"] = base["p50_us"] / r["p50_us"] if base else None
+    return _verdict(rows, base)
 
 
 def _verdict(rows, base) -> dict:

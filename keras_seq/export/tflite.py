@@ -14,7 +14,8 @@ Graphs (see :class:`~keras_seq.export.graphs.LMGraphs`):
 Variants: ``float32``; ``float16`` (fp16 weights); ``dynamic`` (dynamic-range int8
 weights); ``int8`` (full integer, calibrated on the training corpus, fed to the converter
 as dicts keyed by the signature's input names; float input/output); ``int16x8`` (int16
-activations, int8 weights).
+activations, int8 weights). An integer model's ``note`` names every op left in float
+(empty: integer kernels throughout, float only at the inputs and outputs).
 
 Each model is written as ``<graph>_<variant>.tflite`` with its metadata ``.json`` (see
 :mod:`keras_seq.runtime.metadata`) and the run's ``tokenizer.json``; ``manifest.json``
@@ -97,29 +98,72 @@ def _converter(saved_dir, signature: str, variant: str, representative=None,
     return conv
 
 
+INTEGER_VARIANTS = ("int8", "int16x8")
+
+
 def convert(saved_dir, signature: str, variant: str, representative=None) -> tuple[bytes, str]:
     """Convert one signature; returns ``(flatbuffer, note)``.
 
     Integer variants first try integer kernels only; if the converter refuses, they retry
-    with float fallback for the ops that have none, and the note says so.
+    with float fallback for the ops that have none, and the note says so. The converter
+    does not always refuse (with int8 kernels only it silently keeps e.g. ``SIN`` in float),
+    so the note of an integer variant also names every op left computing in float (see
+    :func:`float_ops`); an empty note means integer kernels throughout, float only at the
+    model's inputs and outputs.
     """
     try:
-        return _converter(saved_dir, signature, variant, representative).convert(), ""
+        flat, note = _converter(saved_dir, signature, variant, representative).convert(), ""
     except Exception as err:  # noqa: BLE001 - the converter raises many kinds
-        if variant not in ("int8", "int16x8"):
+        if variant not in INTEGER_VARIANTS:
             raise
         first = str(err).strip().splitlines()[-1][:200] if str(err).strip() else repr(err)
-    conv = _converter(saved_dir, signature, variant, representative, fallback=True)
-    return conv.convert(), f"integer-only conversion failed ({first}); float fallback allowed"
+        conv = _converter(saved_dir, signature, variant, representative, fallback=True)
+        flat = conv.convert()
+        note = f"integer-only conversion failed ({first}); float fallback allowed"
+    if variant in INTEGER_VARIANTS:
+        ops = float_ops(flat)
+        kept = [op for op in ops if op not in ("QUANTIZE", "DEQUANTIZE")] or ops
+        if kept:
+            note = (f"{note}; " if note else "") + f"float kernels kept: {', '.join(kept)}"
+    return flat, note
+
+
+def _interpreter(model: bytes | str | Path):
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    kwargs = {"model_content": model} if isinstance(model, bytes) else {"model_path": str(model)}
+    # no default delegate: XNNPACK would replace ops by DELEGATE nodes once allocated
+    resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    return Interpreter(experimental_op_resolver_type=resolver, **kwargs)
 
 
 def op_list(model: bytes | str | Path) -> list[str]:
     """Sorted distinct builtin op names of a TFLite model."""
-    from ai_edge_litert.interpreter import Interpreter
+    return sorted({d["op_name"] for d in _interpreter(model)._get_ops_details()})
 
-    kwargs = {"model_content": model} if isinstance(model, bytes) else {"model_path": str(model)}
-    interp = Interpreter(**kwargs)
-    return sorted({d["op_name"] for d in interp._get_ops_details()})
+
+def float_ops(model: bytes | str | Path) -> list[str]:
+    """Sorted distinct ops of a TFLite model that compute in float.
+
+    Every op with a floating-point input or output counts, except a ``QUANTIZE`` reading
+    a model input and a ``DEQUANTIZE`` writing a model output: the float inputs and
+    outputs an integer variant keeps. Empty for a fully integer model.
+    """
+    interp = _interpreter(model)
+    dtypes = {d["index"]: d["dtype"] for d in interp.get_tensor_details()}
+    model_inputs = {d["index"] for d in interp.get_input_details()}
+    model_outputs = {d["index"] for d in interp.get_output_details()}
+    found = set()
+    for op in interp._get_ops_details():
+        ins = [i for i in op["inputs"] if i >= 0]
+        outs = [i for i in op["outputs"] if i >= 0]
+        if op["op_name"] == "QUANTIZE" and set(ins) <= model_inputs:
+            ins = []
+        if op["op_name"] == "DEQUANTIZE" and set(outs) <= model_outputs:
+            outs = []
+        if any(np.issubdtype(dtypes[i], np.floating) for i in ins + outs):
+            found.add(op["op_name"])
+    return sorted(found)
 
 
 # ----------------------------------------------------------------------------------------
@@ -239,6 +283,29 @@ def parity(model_path, tokenizer, ref_logits: np.ndarray, logit_ids: np.ndarray,
 # The export
 
 
+def export_ids(config, tokenizer, calib_tokens: int = 200, parity_tokens: int = 200,
+               val_tokens: int | None = None):
+    """The token ids an export uses: ``(calib_ids, logit_ids, val_ids)``.
+
+    Calibration ids come from the training split; ``val_ids`` is the validation split (the
+    end of training when there is none) capped at ``val_tokens``; ``logit_ids`` its first
+    ``parity_tokens``. Each starts with the end-of-line token, as a stream does.
+    """
+    from keras_seq.tasks.lm.evaluation import corpus_for
+
+    corpus = corpus_for(config)
+    train_ids = tokenizer.encode(corpus.text("train")[:200_000])
+    val_text = corpus.text("val")
+    val_ids = tokenizer.encode(val_text) if val_text.strip() else train_ids[-2000:]
+    start = np.array([tokenizer.eos_id if tokenizer.eos_id is not None
+                      else tokenizer.encode("\n")[0]], np.int32)
+    val_ids = np.concatenate([start, val_ids]).astype(np.int32)
+    if val_tokens:
+        val_ids = val_ids[:val_tokens + 1]
+    calib_ids = np.concatenate([start, train_ids[:calib_tokens]]).astype(np.int32)
+    return calib_ids, val_ids[:parity_tokens], val_ids
+
+
 def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
                   seq_length: int = 32, calib_tokens: int = 200, parity_tokens: int = 200,
                   val_tokens: int | None = None, check_parity: bool = True,
@@ -259,7 +326,7 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
 
     Returns the manifest (also written to ``out_dir/manifest.json``).
     """
-    from keras_seq.tasks.lm.evaluation import corpus_for, load_run
+    from keras_seq.tasks.lm.evaluation import load_run
 
     started = time.perf_counter()
     if model is None:
@@ -277,17 +344,8 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
     tokenizer.save(out_dir)
     lm_graphs = LMGraphs(model)
 
-    corpus = corpus_for(config)
-    train_ids = tokenizer.encode(corpus.text("train")[:200_000])
-    val_text = corpus.text("val")
-    val_ids = tokenizer.encode(val_text) if val_text.strip() else train_ids[-2000:]
-    start = np.array([tokenizer.eos_id if tokenizer.eos_id is not None
-                      else tokenizer.encode("\n")[0]], np.int32)
-    val_ids = np.concatenate([start, val_ids]).astype(np.int32)
-    if val_tokens:
-        val_ids = val_ids[:val_tokens + 1]
-    calib_ids = np.concatenate([start, train_ids[:calib_tokens]]).astype(np.int32)
-    logit_ids = val_ids[:parity_tokens]
+    calib_ids, logit_ids, val_ids = export_ids(config, tokenizer, calib_tokens, parity_tokens,
+                                               val_tokens)
 
     ref_logits = ref_ppl = None
     if check_parity:
