@@ -128,9 +128,10 @@ def format_tag(out: dict) -> str:
     return "\n".join(lines)
 
 
-def bench_conditioned(out_dir, seeds=(1, 2, 3), minutes: float = 3.0, epochs: int = 30,
-                      printer=print, **config) -> dict:
-    """The same LM with and without its condition: validation/test PPL over seeds."""
+def bench_conditioned(out_dir, seeds=(1, 2, 3), minutes: float | None = None,
+                      epochs: int = 8, printer=print, **config) -> dict:
+    """The same LM with and without its condition, the same number of epochs each:
+    validation/test PPL over seeds, and test PPL by position in the paragraph."""
     from keras_seq.tasks.conditioned.config import ConditionedConfig
     from keras_seq.tasks.conditioned.task import train_conditioned
 
@@ -144,22 +145,29 @@ def bench_conditioned(out_dir, seeds=(1, 2, 3), minutes: float = 3.0, epochs: in
             run_dir = out_dir / f"{name}-s{seed}"
             printer(f"== {name} seed {seed} → {run_dir}")
             per_seed.append(_train_or_reuse(train_conditioned, cfg, run_dir, printer))
+        buckets = [b["positions"] for b in per_seed[0]["test"]["by_position"]]
         rows.append({"model": name, "params": per_seed[0]["params"],
                      "epochs": [r["epochs_done"] for r in per_seed],
                      "val_ppl": _spread([r["val"]["ppl"] for r in per_seed]),
-                     "test_ppl": _spread([r["test"]["ppl"] for r in per_seed])})
+                     "test_ppl": _spread([r["test"]["ppl"] for r in per_seed]),
+                     "test_by_position": {b: _spread([r["test"]["by_position"][k]["ppl"]
+                                                      for r in per_seed])
+                                          for k, b in enumerate(buckets)}})
     out = {"task": ConditionedConfig(**config).task, "seeds": list(seeds),
-           "minutes_per_run": minutes, "rows": rows}
+           "minutes_per_run": minutes, "epochs": epochs, "rows": rows}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "bench_conditioned.json").write_text(json.dumps(out, indent=2))
     return out
 
 
 def format_conditioned(out: dict) -> str:
+    buckets = list(out["rows"][0]["test_by_position"])
     lines = [f"{out['task']}: PPL (mean ± half-range over seeds {out['seeds']}; "
-             f"≤ {out['minutes_per_run']:g} min per run)",
-             f"{'model':<14} {'params':>9} {'val PPL':>15} {'test PPL':>15}"]
+             f"epochs {[r['epochs'] for r in out['rows']]})",
+             f"{'model':<14} {'params':>9} {'val PPL':>15} {'test PPL':>15} "
+             + " ".join(f"{'test @' + b:>15}" for b in buckets)]
     for r in out["rows"]:
+        cells = [r["val_ppl"], r["test_ppl"], *r["test_by_position"].values()]
         lines.append(f"{r['model']:<14} {r['params']:>9,} " + " ".join(
-            f"{r[k]['mean']:>8.2f} ± {r[k]['spread']:<4.2f}" for k in ("val_ppl", "test_ppl")))
+            f"{c['mean']:>8.2f} ± {c['spread']:<4.2f}" for c in cells))
     return "\n".join(lines)

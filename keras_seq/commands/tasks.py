@@ -103,6 +103,8 @@ def run_eval(args) -> int:
         print(f"{args.split}: PPL {result['ppl']:.2f} ({result['nats']:.4f} nats) over "
               f"{result['tokens']:,} tokens, "
               f"{'conditioned' if result['conditioned'] else 'unconditioned'}")
+        print("by position in the paragraph: " + ", ".join(
+            f"{b['positions']}: PPL {b['ppl']:.1f}" for b in result["by_position"]))
         for name, text in result["samples"].items():
             print(f"  [{name}] {text}")
         return 0

@@ -67,17 +67,36 @@ def load_run(run_dir, which: str = "best"):
             runs.load_model(run_dir, which))
 
 
-def perplexity(model, batches) -> tuple[float, int]:
-    """``(PPL, target tokens)`` over padded batches (weights select the real targets)."""
-    total, count = 0.0, 0.0
+# Target positions within a sequence, for PPL by position: the condition matters most
+# before the text itself has said what it is about.
+POSITION_BUCKETS = ((1, 3), (4, 10), (11, 30), (31, None))
+
+
+def perplexity(model, batches) -> dict:
+    """PPL over padded batches (weights select the real targets), overall and by target
+    position in the sequence (``POSITION_BUCKETS``, 1 = the first word after the start).
+
+    Returns ``{"ppl", "nats", "tokens", "by_position": [{"positions", "ppl", "tokens"}]}``.
+    """
+    nats = np.zeros(len(POSITION_BUCKETS) + 1)
+    counts = np.zeros(len(POSITION_BUCKETS) + 1)
     for inputs, targets, weights in batches:
         logits = keras.ops.convert_to_numpy(model(inputs, training=False))  # (B, T, V)
         logits = logits - logits.max(-1, keepdims=True)
         logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
         picked = np.take_along_axis(logp, targets[..., None], -1)[..., 0]  # (B, T)
-        total -= float((picked * weights).sum())
-        count += float(weights.sum())
-    return math.exp(total / max(count, 1.0)), int(count)
+        position = np.arange(1, targets.shape[1] + 1)  # (T,)
+        for k, (lo, hi) in enumerate(POSITION_BUCKETS):
+            cols = (position >= lo) & (position <= (hi or position[-1]))
+            nats[k] -= float((picked[:, cols] * weights[:, cols]).sum())
+            counts[k] += float(weights[:, cols].sum())
+        nats[-1] -= float((picked * weights).sum())
+        counts[-1] += float(weights.sum())
+    mean = nats / np.maximum(counts, 1.0)
+    return {"ppl": math.exp(mean[-1]), "nats": float(mean[-1]), "tokens": int(counts[-1]),
+            "by_position": [{"positions": f"{lo}-{hi or ''}", "ppl": math.exp(mean[k]),
+                             "tokens": int(counts[k])}
+                            for k, (lo, hi) in enumerate(POSITION_BUCKETS)]}
 
 
 def generate_text(model, tokenizer, condition_id: int, max_tokens: int = 30,
@@ -95,11 +114,10 @@ def evaluate_run(run_dir, split: str = "test") -> dict:
     data = task_data(config)
     batches = conditioned_batches(encoded_split(config, data, tokenizer, split), 32,
                                   seed=None, max_len=config.max_len)
-    ppl, tokens = perplexity(model, batches)
     names = ["(any)"] if config.unconditioned else conditions.list
     samples = {name: generate_text(model, tokenizer, i, seed=config.seed)
                for i, name in enumerate(names[:12])}
-    return {"split": split, "ppl": ppl, "nats": math.log(ppl), "tokens": tokens,
+    return {"split": split, **perplexity(model, batches),
             "conditioned": not config.unconditioned, "samples": samples,
             "fingerprint": {"tokenizer": tokenizer.fingerprint, "split": split,
                             "data_sha256": data.sha256}}
@@ -169,6 +187,8 @@ class ConditionedTask(trainer.Task):
                 lines.append(f"{split:<12} PPL {r['ppl']:.2f} ({r['nats']:.4f} nats) over "
                              f"{r['tokens']:,} tokens, "
                              f"{'conditioned' if r['conditioned'] else 'unconditioned'}")
+                lines.append("             by position " + ", ".join(
+                    f"{b['positions']}: {b['ppl']:.1f}" for b in r["by_position"]))
         for name, text in list(results.get("test", {}).get("samples", {}).items())[:3]:
             lines.append(f"sample       [{name}] {text}")
         return lines
