@@ -3,10 +3,9 @@
 import random
 
 import pytest
+import seqeval  # noqa: F401  (pinned in requirements.txt: missing must fail, not skip)
 
-pytest.importorskip("seqeval")
-
-from keras_seq.tasks.tag.metrics import (  # noqa: E402
+from keras_seq.tasks.tag.metrics import (
     bio_spans,
     format_report,
     span_scores,

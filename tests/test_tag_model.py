@@ -1,11 +1,10 @@
 """SequenceTagger: exact masking (both directions), causality, saving, training, param counts."""
 
+import keras
 import numpy as np
 import pytest
 
-keras = pytest.importorskip("keras")
-
-from keras_seq.models.tagger import (  # noqa: E402
+from keras_seq.models.tagger import (
     SequenceTagger,
     tagger_param_count,
     units_for_equal_params,
