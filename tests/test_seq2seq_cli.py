@@ -38,6 +38,25 @@ def test_resume_continues(run_dir, capsys):
     assert "--resume" in capsys.readouterr().err
 
 
+def test_resume_ends_with_the_same_weights(tmp_path):
+    import keras
+    import numpy as np
+
+    # 4 batches per pass and 3 steps per epoch: epoch 2 starts part-way through the first
+    # pass, which the resumed run must pick up exactly (and the dropout masks too).
+    common = [*TINY, "--steps-per-epoch", "3", "--dropout", "0.2"]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert main(["train", "seq2seq", "--run-dir", str(straight), "--epochs", "2", *common]) == 0
+    assert main(["train", "seq2seq", "--run-dir", str(resumed), "--epochs", "1", *common]) == 0
+    assert main(["train", "seq2seq", "--run-dir", str(resumed), "--resume", "--epochs", "2",
+                 "--quiet"]) == 0
+    a = keras.saving.load_model(straight / "checkpoints/last.keras").get_weights()
+    b = keras.saving.load_model(resumed / "checkpoints/last.keras").get_weights()
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
+
+
 def test_eval_json_and_plots(run_dir, tmp_path, capsys):
     assert main(["eval", "seq2seq", "--run-dir", str(run_dir), "--json",
                  "--plot", str(tmp_path)]) == 0
@@ -86,15 +105,26 @@ def test_bench_rejects_unknown_tasks(capsys):
     assert "expected reverse, dates" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # trains two tiny models; the pieces are covered by the fast tests above
-def test_bench_tiny(tmp_path, capsys):
+def _bench_tiny(tmp_path, capsys, minutes):
     args = ["bench", "seq2seq", "--tasks", "reverse", "--out", str(tmp_path), "--max-len", "6",
             "--train-size", "64", "--test-size", "16", "--units", "8", "--embed-dim", "4",
-            "--minutes", "0.01", "--json"]
+            "--minutes", minutes, "--json"]
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)["reverse"]
     assert len(out["by_length"]) == 6 and out["params"]["none"]["attention"] == 0
+    assert out["params"]["bahdanau"]["attention"] > 0
     assert (tmp_path / "length_curve.png").is_file()
     assert (tmp_path / "attention_heatmap.png").is_file()
     assert main(args) == 0  # finished runs with the same settings are reused
     assert "reusing finished run" in capsys.readouterr().err
+
+
+def test_bench_tiny_fast(tmp_path, capsys, eager_tf_functions):
+    # The fast version of the test below: the same bench and checks, with the two models
+    # trained eagerly (no tracing, most of a tiny run's time) for a 0.06 s budget each.
+    _bench_tiny(tmp_path, capsys, "0.001")
+
+
+@pytest.mark.slow  # trains two tiny models in graph mode; the fast version above runs eagerly
+def test_bench_tiny(tmp_path, capsys):
+    _bench_tiny(tmp_path, capsys, "0.01")

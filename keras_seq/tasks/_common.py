@@ -103,22 +103,24 @@ def example_batches(inputs, targets, batch_size: int, seed: int | None = 0):
     return batches
 
 
-def batches_dataset(batches, seed: int, repeat: bool):
+def batches_dataset(batches, seed: int, repeat: bool, skip: int = 0):
     """A ``tf.data`` pipeline over precomputed batches (order reshuffled every pass).
 
     Every element of a batch may have any shape; the signature is read off the first
-    batch with all dimensions left open.
+    batch with all dimensions left open. ``skip`` leaves out the first batches of the
+    first pass (a resumed run that stopped part-way through a pass goes on from there).
     """
     import tensorflow as tf
 
     state = {"pass": 0}
 
     def gen():
+        first = state["pass"] == 0
         order = np.arange(len(batches))
         if repeat:
             np.random.default_rng(seed + state["pass"]).shuffle(order)
-            state["pass"] += 1
-        for i in order:
+        state["pass"] += 1
+        for i in order[skip if first else 0:]:
             yield batches[i]
 
     def spec(value):
@@ -142,7 +144,9 @@ def fit_kwargs(train_batches, val_batches, seed: int, initial_epoch: int,
     pass (continuing where a resumed run left off), validation over ``val_batches``."""
     steps = steps or len(train_batches)
     done = passes_done(initial_epoch, steps, len(train_batches))
-    kwargs = {"x": batches_dataset(train_batches, seed + done, repeat=True),
+    # Where an uninterrupted run would be: pass `done`, `skip` batches into it.
+    skip = (initial_epoch * steps) % max(len(train_batches), 1)
+    kwargs = {"x": batches_dataset(train_batches, seed + done, repeat=True, skip=skip),
               "steps_per_epoch": steps, "shuffle": False, "validation_data": None}
     if val_batches:
         kwargs["validation_data"] = batches_dataset(val_batches, seed, repeat=True)
