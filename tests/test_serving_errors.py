@@ -73,9 +73,36 @@ def test_malformed_json_and_request_shape(server):
     # a lone surrogate echoed in the message must not break the JSON encoder
     expect(predict(server, None, raw=b'{"signature_name": "\\ud800", "instances": ["a"]}'),
            400, "not found")
-    for body in (b'{"instances": ["the \\ud800 cat"]}',
-                 b'{"signature_name": "next_tokens", "inputs": {"text": ["\\udfff"], "k": 2}}'):
-        assert predict(server, None, raw=body).status_code in (200, 400)
+    # Lone surrogates in text are passed on to the model as bytes (surrogatepass): an
+    # unknown word like any other, so the request succeeds and the known words around it
+    # are scored as usual.
+    r = predict(server, None, raw=b'{"instances": ["the \\ud800 cat"]}')
+    assert r.status_code == 200, r.text
+    row = r.json()["predictions"][0]
+    assert row["tokens"][0] == "the" and row["tokens"][-1] == "cat"
+    assert set(row["tokens"][1:-1]) == {"<unk>"}
+    assert row["lengths"] == len(row["tokens"]) and all(lp < 0 for lp in row["log_probs"])
+    r = predict(server, None, raw=b'{"signature_name": "next_tokens", '
+                b'"inputs": {"text": ["\\udfff"], "k": 2}}')
+    assert r.status_code == 200, r.text
+    out = r.json()["outputs"]
+    assert len(out["ids"][0]) == 2 and out["probs"][0][0] >= out["probs"][0][1] > 0
+
+
+def test_texts_without_tokens_score_the_same_alone_or_in_a_batch(server):
+    # A text with no tokens scores as length 0 whatever else is in the batch (the server
+    # batches requests of different clients together, so it must not matter).
+    empty = {"log_probs": [0.0], "tokens": [""], "lengths": 0, "cross_entropy": 0.0,
+             "perplexity": 1.0}
+    for texts in ([""], ["  "], ["", " \n "], ["the cat", ""]):
+        r = predict(server, {"instances": texts})
+        assert r.status_code == 200, (texts, r.text)
+        rows = r.json()["predictions"]
+        for text, row in zip(texts, rows):
+            if not text.strip():
+                assert row["lengths"] == 0 and row["cross_entropy"] == 0.0, (texts, row)
+                if len(texts) == 1 or all(not t.strip() for t in texts):
+                    assert row == empty, row
 
 
 def test_wrong_types_and_shapes(server):

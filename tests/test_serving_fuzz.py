@@ -3,7 +3,10 @@ the server is still healthy and correct afterwards."""
 
 from __future__ import annotations
 
+import math
+
 import httpx
+import numpy as np
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
@@ -14,7 +17,7 @@ from test_serving_common import ThreadServer, model_base
 from keras_seq.serving.app import ServeConfig
 from keras_seq.serving.codec import Limits
 
-MAX_EXAMPLES = 8  # per operation: 7 operations → at most 56 spec-driven cases (+ 40 below)
+MAX_EXAMPLES = 8  # per operation: 9 operations → at most 72 spec-driven cases (+ 40 below)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +42,15 @@ def test_fuzz_openapi_no_server_errors(fuzz_server):
     (schemathesis's own pytest integration, ``from_fixture``, does not run on pytest 9 —
     ``Function._nodeid`` is gone — so the cases are drawn from its strategies here.)"""
     operations = _operations(fuzz_server.url)
-    assert len(operations) == 7, [op.label for op in operations]
+    assert sorted(op.label for op in operations) == sorted([
+        "GET /healthz", "GET /v1/models/{model_name}",
+        "GET /v1/models/{model_name}/versions/{version}",
+        "GET /v1/models/{model_name}/metadata",
+        "GET /v1/models/{model_name}/versions/{version}/metadata",
+        "POST /v1/models/{model_name}:predict",
+        "POST /v1/models/{model_name}/versions/{version}:predict",
+        "POST /v1/models/{model_name}:classify",
+        "POST /v1/models/{model_name}/versions/{version}:classify"])
     for op in operations:
         strategy = st.one_of(op.as_strategy(GenerationMode.POSITIVE),
                              op.as_strategy(GenerationMode.NEGATIVE))
@@ -84,7 +95,43 @@ def test_fuzz_model_inputs(fuzz_server, body):
     r = httpx.post(fuzz_server.url + "/v1/models/lm:predict", content=json.dumps(body),
                    timeout=30)
     fuzz_server.seen.append(r.status_code)
-    assert r.status_code in (200, 400), (body, r.status_code, r.text[:300])
+    reasons = _rejections(body)
+    if reasons:
+        assert r.status_code == 400, (body, r.status_code, r.text[:300])
+        assert any(reason in r.json()["error"] for reason in reasons), (reasons, r.text)
+    else:
+        assert r.status_code == 200, (body, r.status_code, r.text[:300])
+        if "instances" in body:  # score: one prediction per text
+            assert len(r.json()["predictions"]) == len(body["instances"])
+        else:  # one output row per text or prompt
+            texts = body["inputs"].get("text") or body["inputs"]["prompt"]
+            for column in r.json()["outputs"].values():
+                assert len(column) == len(texts)
+
+
+def _rejections(body) -> list[str]:
+    """The error messages the server must answer ``body`` with (empty: it must succeed).
+
+    The limits of ``fuzz_server`` (max 8 rows, 200 characters, 16 generated tokens) and
+    the value checks of the keras-seq signatures; every generated text is short enough
+    and any text, even one without tokens, can be scored.
+    """
+    inputs = body.get("inputs", {})
+    name = body.get("signature_name")
+    reasons = []
+    if name == "next_tokens" and inputs["k"] > 1000:
+        reasons.append("k must be at most 1000")
+    if name == "generate":
+        if not 1 <= inputs["max_tokens"] <= 16:
+            reasons.append("max_tokens must be between 1 and 16")
+        t = inputs["temperature"]
+        with np.errstate(over="ignore"):  # the server reads it as float32
+            t32 = np.float32(t) if math.isfinite(t) else np.float32("nan")
+        if math.isfinite(t) and not np.isfinite(t32):
+            reasons.append("'temperature' has values out of range for float32")
+        elif not (np.isfinite(t32) and 0 <= t32 <= 1e6):
+            reasons.append("temperature must be a finite number ≥ 0")
+    return reasons
 
 
 def test_still_healthy_after_fuzz(fuzz_server):

@@ -115,6 +115,10 @@ class LMServingModule(FrozenWeights):
     # -- signatures -------------------------------------------------------------------------
     def score(self, text):
         ids, lengths = self._ids(text)
+        # At least one (padded) target column, so that a batch of texts with no tokens
+        # (empty, blank) scores like an empty row in a mixed batch (length 0) instead of
+        # failing on a zero-length sequence: a row's answer must not depend on the others.
+        ids = tf.pad(ids, [[0, 0], [0, tf.maximum(0, 2 - tf.shape(ids)[1])]])
         logits = self._graphs.sequence_dynamic(ids[:, :-1])  # (B, L, V)
         logp = tf.nn.log_softmax(logits, axis=-1)
         targets = ids[:, 1:]
