@@ -27,3 +27,17 @@ def tiny_text():
         "\n"
         "Don't stop: the cat's hat, the dog's bone.\n"
     )
+
+
+@pytest.fixture
+def eager_tf_functions():
+    """Run ``tf.function`` s eagerly for one test: tiny models then train without tracing,
+    which is most of a tiny training run's time. For the fast versions of `slow` end-to-end
+    tests; the slow versions keep graph mode."""
+    import tensorflow as tf
+
+    tf.config.run_functions_eagerly(True)
+    try:
+        yield
+    finally:
+        tf.config.run_functions_eagerly(False)

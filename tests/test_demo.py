@@ -1,7 +1,9 @@
 """``keras-seq demo`` scripted through stdin, in a process that must not import TensorFlow."""
 
+import re
 import subprocess
 import sys
+import threading
 
 import pytest
 from test_export_common import exported
@@ -47,7 +49,91 @@ def test_demo_on_fused_model_and_bad_model(tmp_path_factory, tmp_path):
     assert res.returncode == 2 and "no model at" in res.stderr
 
 
-@pytest.mark.slow  # a real pseudo-terminal; the scripted (stdin) demo tests cover the same paths
+class _Screen:
+    """The demo's output stream: keeps what was written and wakes :meth:`wait_for`."""
+
+    def __init__(self):
+        self.text = ""
+        self.changed = threading.Condition()
+
+    def write(self, text):
+        with self.changed:
+            self.text += text
+            self.changed.notify_all()
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def wait_for(self, fragment, after=0, timeout=60.0):
+        """Until ``fragment`` appears past offset ``after``; the timeout only bounds a hung
+        demo. Returns the offset just past it."""
+        with self.changed:
+            assert self.changed.wait_for(lambda: fragment in self.text[after:], timeout), \
+                f"{fragment!r} not shown; screen ends with {self.text[-400:]!r}"
+            return self.text.index(fragment, after) + len(fragment)
+
+
+def test_demo_keys_mode_on_a_pseudo_terminal(tmp_path_factory):
+    """The fast version of the terminal test below, in this process: the keys go one at a
+    time through a real pseudo-terminal (cbreak mode and all), and each is typed only
+    after the screen showed the answer to the one before."""
+    import os
+
+    from keras_seq.runtime.demo import KEYS_HELP, run_demo
+
+    out, _ = exported(tmp_path_factory)
+    master, slave = os.openpty()
+    stdin = open(slave, encoding="utf-8", closefd=False)
+    screen, result = _Screen(), {}
+
+    def demo():
+        try:
+            result["rc"] = run_demo(out / "step_float32.tflite", stdin=stdin, stdout=screen,
+                                    keys=True, seed=1)
+        except BaseException as err:  # noqa: BLE001 - reported by the test thread
+            result["error"] = err
+            screen.write("\n[demo failed]")
+
+    thread = threading.Thread(target=demo, daemon=True)
+    thread.start()
+    try:
+        at = screen.wait_for(KEYS_HELP)
+        at = screen.wait_for("\r\x1b[K  |  next → ", at)  # the first status line: cbreak
+        start = screen.text[at:screen.wait_for("  [", at) - 3]  # the start's suggestions
+        os.write(master, b"d")
+        at = screen.wait_for("'d'… → 'dog'", at)  # completions of the word being typed
+        os.write(master, b"og ")
+        at = screen.wait_for("dog   |  next → ", at)  # the space fed it: next words
+        top = re.match(r"'([^']*)'", screen.text[at:]).group(1)
+        os.write(master, b"x\x7f")  # a key, then Backspace takes it back
+        at = screen.wait_for("dog x  |  ", at)
+        at = screen.wait_for("dog   |  next → ", at)
+        os.write(master, b"\t")  # take the top suggestion
+        at = screen.wait_for(f"dog {top}   |  next → ", at)
+        os.write(master, b"\x07")  # generate
+        at = screen.wait_for("µs/token]", at)
+        gen = screen.text[screen.text.rindex("\n[", 0, at):at]
+        at = screen.wait_for("\r\x1b[K  |  next → ", at)  # generating ends the line
+        os.write(master, b"cat ")
+        at = screen.wait_for("cat   |  next → ", at)
+        os.write(master, b"\x12")  # Ctrl-R: back to the start context
+        at = screen.wait_for("\r\x1b[K  |  next → " + start + "  [", at)
+        os.write(master, b"\x04")  # Ctrl-D: quit
+        thread.join(60)
+        assert not thread.is_alive() and "error" not in result, result
+        assert result["rc"] == 0
+    finally:
+        if thread.is_alive():
+            os.write(master, b"\x04")
+            thread.join(10)
+        stdin.close()
+        os.close(slave)
+        os.close(master)
+    assert gen.startswith("\n[20 tokens, p50 ")  # --max-tokens' default
+
+
+@pytest.mark.slow  # a subprocess; the fast test above drives the same keys in-process
 def test_demo_keys_mode_in_a_terminal(tmp_path_factory):
     """One key at a time through a pseudo-terminal: completions, next words, Tab, Ctrl-G."""
     import os
@@ -75,7 +161,7 @@ def test_demo_keys_mode_in_a_terminal(tmp_path_factory):
         return text in seen
 
     try:
-        assert wait_for("Ctrl-D = quit."), seen
+        assert wait_for("|  next → "), seen  # the first status line: cbreak is on
         os.write(master, b"d")
         assert wait_for("'d'… → 'dog'"), seen[-500:]
         os.write(master, b"og ")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from contextlib import contextmanager
 
 import httpx
 import numpy as np
@@ -127,33 +128,96 @@ def test_second_model_side_by_side(server):
     assert r.status_code == 200 and r.json()["predictions"][0]["lengths"] == 2
 
 
+@contextmanager
+def full_batches_only(server):
+    """While inside, a batch runs only once it is full (``max_batch_size`` rows): its timer
+    is an hour away. Concurrent calls then meet in one batch however slowly their threads
+    start, with no time window to hit; a call that never joins a batch fails on the
+    30 s request deadline instead of passing."""
+    batcher = server.app.state.batcher
+    saved = batcher.timeout_s
+    batcher.timeout_s = 3600.0
+    try:
+        yield batcher
+    finally:
+        batcher.timeout_s = saved
+
+
+def concurrently(server, bodies):
+    """POST every body from its own thread; the responses, in order, and the batching
+    stats before and after."""
+    assert len(bodies) == server.config.max_batch_size  # one request short: nothing runs
+    before = httpx.get(server.url + "/healthz").json()["batching"]
+    results = [None] * len(bodies)
+
+    def call(i):
+        results[i] = post(server, "/v1/models/lm:predict", bodies[i])
+
+    with full_batches_only(server):
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(len(bodies))]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+    after = httpx.get(server.url + "/healthz").json()["batching"]
+    assert all(r is not None and r.status_code == 200 for r in results), \
+        [r.text if r is not None else None for r in results]
+    return results, before, after
+
+
+def assert_one_batch_of_all(before, after, n):
+    # Each call alone (or several small batches) would not make exactly one batch of n.
+    assert after["batches"] - before["batches"] == 1, (before, after)
+    assert after["batched_requests"] - before["batched_requests"] == n, (before, after)
+    assert after["max_requests_per_batch"] == n, after
+
+
 def test_concurrent_calls_are_batched_and_unchanged(server):
     texts = ["the cat sat on the mat", "a", "dog ran", "the big red dog sat on a log", "cat",
              "a small cat", "mat", "the"]
     alone = {}
     for t in texts:  # one at a time: each its own batch
         alone[t] = post(server, "/v1/models/lm:predict", {"instances": [t]}).json()
-    before = httpx.get(server.url + "/healthz").json()["batching"]
-    results, barrier = {}, threading.Barrier(len(texts))
-
-    def call(t):
-        barrier.wait()
-        results[t] = post(server, "/v1/models/lm:predict", {"instances": [t]})
-
-    threads = [threading.Thread(target=call, args=(t,)) for t in texts]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(60)
-    after = httpx.get(server.url + "/healthz").json()["batching"]
-    assert all(r.status_code == 200 for r in results.values())
-    for t in texts:  # same answer as alone: padding from longer neighbours is cut off
-        got, want = results[t].json()["predictions"][0], alone[t]["predictions"][0]
+    results, before, after = concurrently(server, [{"instances": [t]} for t in texts])
+    assert_one_batch_of_all(before, after, len(texts))
+    for t, r in zip(texts, results):  # same answer as alone: padding from longer
+        got, want = r.json()["predictions"][0], alone[t]["predictions"][0]  # neighbours cut
         assert got["tokens"] == want["tokens"]
         np.testing.assert_allclose(got["log_probs"], want["log_probs"], rtol=1e-5, atol=1e-6)
-    batches = after["batches"] - before["batches"]
-    assert batches < len(texts), after  # at least two calls shared a batch
-    assert after["max_requests_per_batch"] >= 2
+
+
+NEXT_TEXTS = ["the cat", "a", "the big red dog sat on a", "dog ran", "a small", "mat",
+              "the cat sat on the", "log and"]
+
+
+def _next_alone(reference, text, k=3):
+    out = reference.signatures["next_tokens"](text=tf.constant([text]), k=tf.constant(k))
+    return {name: value.numpy()[0] for name, value in out.items()}
+
+
+def test_next_tokens_batch_equals_separate_calls_on_the_saved_model(reference):
+    # Texts of different lengths in one call: each row's answer is what it gets alone.
+    batch = reference.signatures["next_tokens"](text=tf.constant(NEXT_TEXTS),
+                                                k=tf.constant(3))
+    assert batch["ids"].shape == (len(NEXT_TEXTS), 3)
+    for i, text in enumerate(NEXT_TEXTS):
+        alone = _next_alone(reference, text)
+        assert batch["ids"][i].numpy().tolist() == alone["ids"].tolist(), text
+        assert batch["tokens"][i].numpy().tolist() == alone["tokens"].tolist(), text
+        np.testing.assert_allclose(batch["probs"][i].numpy(), alone["probs"], rtol=1e-5,
+                                   atol=1e-7)
+
+
+def test_concurrent_next_tokens_share_a_batch_and_match_separate_calls(server, reference):
+    bodies = [{"signature_name": "next_tokens", "inputs": {"text": [t], "k": 3}}
+              for t in NEXT_TEXTS]
+    results, before, after = concurrently(server, bodies)
+    assert_one_batch_of_all(before, after, len(NEXT_TEXTS))
+    for text, r in zip(NEXT_TEXTS, results):
+        got, want = r.json()["outputs"], _next_alone(reference, text)
+        assert got["ids"] == [want["ids"].tolist()], text
+        assert got["tokens"] == [[t.decode() for t in want["tokens"]]], text
+        np.testing.assert_allclose(got["probs"][0], want["probs"], rtol=1e-5, atol=1e-7)
 
 
 def test_new_version_is_picked_up(server, tmp_path_factory):

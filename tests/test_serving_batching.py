@@ -91,12 +91,46 @@ def test_a_failing_request_does_not_fail_its_neighbours():
     assert out[0]["lengths"].tolist() == [1] and out[2]["lengths"].tolist() == [1]
 
 
+# An hour: a call that returns at all did not wait for the batch timer.
+NEVER_MS = 3_600_000
+
+
 def test_eager_mode_starts_a_lone_call_at_once():
     fake = FakeServable(delay=0.0)
-    batcher = Batcher(max_batch_size=8, batch_timeout_ms=5000, eager=True)
-    t0 = time.monotonic()
-    _run(batcher, fake, [{"instances": ["a"]}])
-    assert time.monotonic() - t0 < 2.0  # did not wait for the 5 s timeout
+    batcher = Batcher(max_batch_size=8, batch_timeout_ms=NEVER_MS, eager=True)
+
+    async def go():
+        request = parse_predict({"instances": ["a"]}, fake, Limits())
+        # The 60 s bound only stops a broken batcher from hanging the test.
+        return await asyncio.wait_for(batcher.submit(fake, request), 60)
+
+    try:
+        out = asyncio.run(go())
+    finally:
+        batcher.close()
+    assert out["lengths"].tolist() == [1] and fake.batches == [["a"]]
+
+
+def test_without_eager_a_lone_call_waits_for_its_batch():
+    # The other side of the test above: TF Serving's default holds the call for the timer
+    # (here an hour away), so nothing runs until the batch is flushed (drain).
+    fake = FakeServable(delay=0.0)
+    batcher = Batcher(max_batch_size=8, batch_timeout_ms=NEVER_MS)
+
+    async def go():
+        request = parse_predict({"instances": ["a"]}, fake, Limits())
+        task = asyncio.ensure_future(batcher.submit(fake, request))
+        for _ in range(50):  # let the loop run everything that is ready
+            await asyncio.sleep(0)
+        waiting = not task.done() and fake.batches == []
+        await batcher.drain()
+        return waiting, await asyncio.wait_for(task, 60)
+
+    try:
+        waiting, out = asyncio.run(go())
+    finally:
+        batcher.close()
+    assert waiting and out["lengths"].tolist() == [1] and fake.batches == [["a"]]
 
 
 @pytest.mark.parametrize("bad", [0, -1])

@@ -179,7 +179,8 @@ def run_serve_benchmark(saved_model=None, run_dir=None, seconds: float = 60.0,
             row["rss_mib"] = rss_bytes(proc.pid) / 2**20
             rows.append(row)
             printer(f"bench serve: {n} client(s): {row['req_per_s']:.1f} req/s, p50 "
-                    f"{row['p50_ms']:.2f} ms, p99 {row['p99_ms']:.2f} ms")
+                    f"{_ms(row['p50_ms'])}, p99 {_ms(row['p99_ms'])}"
+                    + (f", {row['errors']} error(s)" if row["errors"] else ""))
         rss_after = rss_bytes(proc.pid)
     finally:
         if proc is not None and proc.poll() is None:
@@ -205,6 +206,11 @@ def run_serve_benchmark(saved_model=None, run_dir=None, seconds: float = 60.0,
     }
 
 
+def _ms(value) -> str:
+    """A latency for the progress line; None when a level had no successful request."""
+    return "n/a" if value is None else f"{value:.2f} ms"
+
+
 def format_report(report: dict) -> str:
     import io
 
@@ -214,9 +220,10 @@ def format_report(report: dict) -> str:
     cols = ["clients", "requests", "errors", "req_per_s", "p50_ms", "p99_ms", "mean_batch",
             "rss_mib"]
     print_table(report["rows"], cols, file=buf)
-    speed = report["speedup"]
+    speed = report["speedup"]  # None when the first level had no successful request
+    speed = "n/a" if speed is None else f"{speed:.2f}x"
     buf.write(f"\nthroughput {report['rows'][-1]['clients']} vs {report['rows'][0]['clients']}"
-              f" client(s): {speed:.2f}x (target ≥ {report['target_speedup']:g}x: "
+              f" client(s): {speed} (target ≥ {report['target_speedup']:g}x: "
               f"{'met' if report['meets_target'] else 'NOT met'})\n")
     buf.write(f"server RSS: {report['rss_before_mib']:.1f} MiB before, "
               f"{report['rss_after_mib']:.1f} MiB after ({report['rss_growth_mib']:+.1f} MiB)"
