@@ -3,6 +3,7 @@ import json
 import pytest
 
 from keras_seq.benchmarks.lm import format_bench, model_params, run_bench, units_for_budget
+from keras_seq.cli import main
 from keras_seq.models import RecurrentLM
 
 
@@ -22,7 +23,7 @@ def test_equal_budget_gives_rnn_more_units():
         assert model_params(cell, 1000, 64, u + 1, 2, False) > budget
 
 
-def test_bench_smoke(tmp_path):
+def test_bench_smoke(tmp_path, capsys):
     out = run_bench(tmp_path, data="python-docs", split_ratio="90/5/5", cells=("rnn",),
                     minutes=0.01, embed_dim=8, num_layers=1, bptt=5, batch_size=4,
                     max_steps_per_epoch=2, kn_order=2, verbose=0, printer=lambda *a: None,
@@ -31,6 +32,31 @@ def test_bench_smoke(tmp_path):
     assert [r["model"] for r in out["rows"]] == ["rnn", "KN2"]
     config = json.loads((tmp_path / "rnn" / "config.json").read_text())
     assert config["weight_dropout"] == 0.2 and config["variational_dropout"] is True
-    assert out["rows"][-1]["ppl_vs_kn"] == 1.0
     assert "KN2" in format_bench(out)
     assert (tmp_path / "bench_lm.json").is_file()
+    # Re-measure both rows independently, through the CLI: the KN row must be what
+    # `keras-seq ngram train/eval` gives at the same order on the same tokens, the neural
+    # row what `keras-seq eval lm` gives on its run directory, and × KN their ratio.
+    arpa = str(tmp_path / "kn2.arpa")
+    assert main(["ngram", "train", "--data", "python-docs", "--split-ratio", "90/5/5",
+                 "--min-count", "2", "--order", "2", "--out", arpa]) == 0
+    capsys.readouterr()
+    assert main(["ngram", "eval", "--model", arpa, "--data", "python-docs", "--split", "val",
+                 "--json"]) == 0
+    kn = json.loads(capsys.readouterr().out)
+    assert main(["eval", "lm", "--run-dir", str(tmp_path / "rnn"), "--split", "val",
+                 "--json"]) == 0
+    rnn = json.loads(capsys.readouterr().out)
+    for key in ("tokenizer", "split", "corpus_sha256"):
+        assert kn["fingerprint"][key] == rnn["fingerprint"][key], key
+    assert kn["fingerprint"]["split_spec"] == rnn["fingerprint"]["split_ratio"] == "90/5/5"
+    # The same tokens, except that the LM's stream has no context for its very first token
+    # and does not score it, while KN scores it after <s>.
+    assert kn["tokens"] == rnn["tokens"] + 1
+    rnn_row, kn_row = out["rows"]
+    # (the CLI reads the model back from ARPA text, whose numbers are rounded)
+    assert kn_row["val_ppl"] == pytest.approx(kn["ppl"], rel=1e-6)
+    assert kn_row["val_nats"] == pytest.approx(kn["nats"], rel=1e-6)
+    assert rnn_row["val_ppl"] == pytest.approx(rnn["ppl"], rel=1e-6)
+    assert rnn_row["ppl_vs_kn"] == pytest.approx(rnn["ppl"] / kn["ppl"], rel=1e-6)
+    assert kn_row["ppl_vs_kn"] == pytest.approx(1.0)

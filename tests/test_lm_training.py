@@ -1,4 +1,5 @@
 import json
+import math
 
 import keras
 import numpy as np
@@ -112,10 +113,34 @@ def test_clipping_bounds_the_update():
     assert step == pytest.approx(1e-3, rel=1e-3)  # … and the applied step is exactly θ·lr
 
 
-def test_nan_guard_stops_and_keeps_last_good_checkpoint(tmp_path, corpus_file):
-    with pytest.raises(KerasSeqError, match="loss became (nan|inf).*Lower the learning rate"):
-        train_lm(tiny_config(corpus_file, lr=float("inf"), optimizer="sgd", clip_norm=None,
-                             cell="rnn", epochs=3), tmp_path / "nan", verbose=0)
+def test_nan_guard_stops_and_keeps_last_good_checkpoint(tmp_path, corpus_file, monkeypatch):
+    # Epoch 1 trains normally; from epoch 2 on the SGD schedule sets an infinite learning
+    # rate, so the loss turns non-finite a step or two into epoch 2. The weights at the
+    # start of epoch 2 (i.e. after epoch 1) are snapshotted where the rate is set.
+    after_epoch_1 = {}
+
+    def rate(self, epoch):
+        if epoch == 0:
+            return self.base_lr
+        after_epoch_1.setdefault("weights", [w.copy() for w in self.model.get_weights()])
+        return float("inf")
+
+    monkeypatch.setattr(cb.PTBLearningRate, "rate", rate)
+    run = tmp_path / "nan"
+    with pytest.raises(KerasSeqError) as err:
+        train_lm(tiny_config(corpus_file, optimizer="sgd", lr=0.5, clip_norm=None, cell="rnn",
+                             epochs=3), run, verbose=0)
+    last = run / "checkpoints" / "last.keras"
+    message = str(err.value)
+    assert "loss became" in message and "at epoch 2," in message, message
+    assert f"the last good checkpoint is {last}" in message and "Lower the learning rate" \
+        in message
+    assert json.loads((run / "state.json").read_text())["epochs_done"] == 1
+    kept = keras.saving.load_model(last).get_weights()
+    assert len(kept) == len(after_epoch_1["weights"])
+    for saved, good in zip(kept, after_epoch_1["weights"]):
+        assert np.all(np.isfinite(saved))
+        np.testing.assert_array_equal(saved, good)
 
 
 def test_full_bptt_mode(tmp_path, corpus_file):
@@ -137,6 +162,28 @@ def test_not_learning_and_overfitting_diagnostics():
                                  printer=said.append)
     rep.on_epoch_end(0, {"loss": 1.0})
     assert rep.report[-1]["kind"] == "repetition"
+
+
+def test_diverging_diagnostic():
+    said = []
+    d = cb.TrainingDiagnostics(vocab_size=100, printer=said.append)  # ln|V| = 4.605
+    d.on_epoch_end(0, {"loss": 4.0})  # below a uniform guess: nothing to say
+    d.on_epoch_end(1, {"loss": 6.0})  # worse than uniform, but not far: no verdict
+    d.on_epoch_end(2, {"loss": float("nan")})  # non-finite: the NaN guard's business
+    assert not said and not d.report
+    d.on_epoch_end(3, {"loss": 25.0})  # far above ln|V|: worse than uniform
+    assert [r["kind"] for r in d.report] == ["diverging"]
+    assert d.report[0]["epoch"] == 4
+    assert len(said) == 1 and "diverging: training loss 25" in said[0]
+    assert "ln|V| = 4.605" in said[0] and "lower --lr" in said[0]
+    d.on_epoch_end(4, {"loss": 30.0})  # recorded again, said only once
+    assert [r["kind"] for r in d.report] == ["diverging", "diverging"] and len(said) == 1
+    # With a chance loss (a classifier with 2 classes: ln 2) the threshold follows it.
+    c = cb.TrainingDiagnostics(chance_loss=math.log(2), printer=said.append)
+    c.on_epoch_end(0, {"loss": 2.0})  # 2 < 2·ln 2 + 1 ≈ 2.39: not diverging yet
+    assert not c.report
+    c.on_epoch_end(1, {"loss": 2.5})
+    assert c.report[-1]["kind"] == "diverging" and "the chance loss = 0.693" in said[-1]
 
 
 def test_bad_input_is_clear(tmp_path, corpus_file, capsys):

@@ -36,6 +36,27 @@ def test_train_eval_generate_next(corpus, tmp_path, capsys):
     assert len(capsys.readouterr().out.strip().splitlines()) == 2
 
 
+def test_generate_and_next_from_a_certain_model(tmp_path, capsys):
+    # Every line is "the cat sat": under MLE each next token is certain, so whatever the
+    # seed, generation must reproduce the line and `next` must give p = 1.
+    path = tmp_path / "same.txt"
+    path.write_text("the cat sat\n" * 40)
+    arpa = str(tmp_path / "mle.arpa")
+    assert main(["ngram", "train", "--data", str(path), "--order", "3", "--smoothing", "mle",
+                 "--out", arpa]) == 0
+    capsys.readouterr()
+    for seed in ("0", "7"):
+        assert main(["ngram", "generate", "--model", arpa, "--max-tokens", "8",
+                     "--seed", seed]) == 0
+        assert capsys.readouterr().out == "the cat sat\nthe cat sat\n"
+    assert main(["ngram", "generate", "--model", arpa, "--max-tokens", "4", "--prompt",
+                 "the"]) == 0
+    assert capsys.readouterr().out == "the cat sat\nthe\n"
+    assert main(["ngram", "next", "--model", arpa, "--context", "<s> the", "--top-k", "1",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"token": "cat", "p": 1.0}]
+
+
 def test_mle_eval_says_infinite(corpus, tmp_path, capsys):
     arpa = str(tmp_path / "mle.arpa")
     assert main(["ngram", "train", "--data", corpus, "--order", "4", "--smoothing", "mle",

@@ -157,3 +157,47 @@ def test_topk_and_seeded_sampling():
     assert len(best) == 3 and best[0][1] >= best[1][1] >= best[2][1]
     assert model.sample(30, seed=3) == model.sample(30, seed=3)
     assert sum(len(line) for line in model.sample(30, seed=3)) <= 30
+
+
+def _chi_square(counts: np.ndarray, probs: np.ndarray) -> tuple[float, int]:
+    """Pearson's statistic over the tokens expected ≥ 5 times (the rest pooled)."""
+    n = counts.sum()
+    big = probs * n >= 5
+    observed = np.append(counts[big], counts[~big].sum())
+    expected = np.append(probs[big] * n, probs[~big].sum() * n)
+    keep = expected > 0
+    stat = float(np.sum((observed[keep] - expected[keep]) ** 2 / expected[keep]))
+    return stat, int(keep.sum()) - 1
+
+
+@pytest.mark.parametrize("prompt", [[], ["w0"]], ids=["line-start", "after-w0"])
+def test_sample_frequencies_follow_the_model(prompt):
+    # The first sampled token of 3000 seeds, counted, against p(w | <s> prompt).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DiscountWarning)
+        model = train_kneser_ney(_zipf_lines(), 3)
+    probs = np.power(10.0, model.distribution(["<s>", *prompt]))
+    counts = np.zeros(len(probs))
+    eos = model.vocab.index["</s>"]
+    for seed in range(3000):
+        lines = model.sample(1, seed=seed, context=prompt or None)
+        line = lines[0] if lines else []
+        drawn = line[len(prompt):]
+        counts[eos if not drawn else model.vocab.index[drawn[0]]] += 1
+    stat, dof = _chi_square(counts, probs)
+    assert dof >= 10
+    # χ² has mean dof and sd √(2·dof); 5 sd above the mean has p < 1e-4.
+    assert stat < dof + 5 * np.sqrt(2 * dof), (stat, dof)
+    top = int(np.argmax(probs))
+    assert counts[top] / 3000 == pytest.approx(probs[top], abs=0.03)
+
+
+def test_sampling_a_certain_model_is_certain():
+    # MLE on one repeated line: every next token has probability 1.
+    vocab, counts = _counts([["a", "b", "c"]] * 3, 3)
+    model = CountModel(counts, vocab, "mle").to_backoff()
+    for seed in range(5):
+        assert model.sample(8, seed=seed) == [["a", "b", "c"], ["a", "b", "c"]]
+        assert model.sample(6, seed=seed) == [["a", "b", "c"], ["a", "b"]]
+        assert model.sample(4, seed=seed, context=["a"]) == [["a", "b", "c"], ["a"]]
+    assert model.top_k(["<s>", "a"], 1) == [("b", 1.0)]

@@ -32,6 +32,59 @@ def test_weight_drop_equals_keras_with_masked_recurrent_kernel(layer_cls, per_st
     np.testing.assert_allclose(np.asarray(layer(X)), np.asarray(layer(X, training=False)))
 
 
+FUSED = {LSTM: "lstm_sequence", GRU: "gru_sequence", SimpleRNN: "simple_rnn_sequence"}
+
+
+@pytest.mark.parametrize("layer_cls", [LSTM, GRU, SimpleRNN])
+def test_weight_drop_samples_its_own_mask_on_the_fused_path(layer_cls, monkeypatch):
+    import inspect
+
+    from keras_seq.layers import _base, _fused
+
+    rate, units = 0.3, 64
+    x = np.random.default_rng(2).normal(size=(4, 7, 5)).astype("float32")
+    layer = layer_cls(units, weight_dropout=rate, return_sequences=True, seed=5)
+    layer(x)
+    # Spy on the fused kernel (what it gets as the recurrent kernel) and make the per-step
+    # autodiff loop, the other path, fail loudly.
+    fused = getattr(_fused, FUSED[layer_cls])
+    kernels = []
+
+    def spy(*args, **kwargs):
+        kernels.append(np.asarray(inspect.signature(fused).bind(*args, **kwargs)
+                                  .arguments["kernel_rec"]))
+        return fused(*args, **kwargs)
+
+    def per_step_loop(*args, **kwargs):
+        raise AssertionError("weight dropout left the fused path")
+
+    monkeypatch.setattr(_fused, FUSED[layer_cls], spy)
+    monkeypatch.setattr(_base, "fast_rnn", per_step_loop)
+    kernel, rec, *bias = layer.get_weights()
+
+    out = np.asarray(layer(x, training=True))
+    assert len(kernels) == 1  # one fused call for the whole sequence
+    assert kernels[0].shape == rec.shape  # one mask over the kernel: no batch or time axis
+    mask = kernels[0] / rec
+    kept = mask != 0
+    np.testing.assert_allclose(mask[kept], 1 / (1 - rate), rtol=1e-5)  # scaled by 1/(1-p)
+    assert kept.mean() == pytest.approx(1 - rate, abs=0.03)  # over ≥ 4096 weights
+    # Every timestep of every row used that one masked kernel: Keras's layer with the
+    # recurrent kernel multiplied by the mask gives the same outputs throughout.
+    ref = REFERENCE[layer_cls](units, return_sequences=True)
+    ref(x)
+    ref.set_weights([kernel, rec * mask, *bias])
+    np.testing.assert_allclose(out, np.asarray(ref(x)), atol=1e-5)
+    # The next sequence draws a new mask; inference uses the kernel as it is (still fused).
+    layer(x, training=True)
+    assert len(kernels) == 2 and not np.array_equal(kernels[1] != 0, kept)
+    infer = np.asarray(layer(x, training=False))
+    assert len(kernels) == 3
+    np.testing.assert_array_equal(kernels[2], rec)
+    ref.set_weights([kernel, rec, *bias])
+    np.testing.assert_allclose(infer, np.asarray(ref(x)), atol=1e-5)
+
+
 def test_weight_drop_gradient_reaches_only_kept_weights():
     import tensorflow as tf
 

@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,6 +16,7 @@ def setup():
     tgt_tok = make_tokenizer("char").fit("abcdefgh\n")
     model = Seq2Seq(src_tok.vocab_size, tgt_tok.vocab_size, embed_dim=4, units=8,
                     max_source_len=8, max_target_len=6)
+    keras.utils.set_random_seed(0)
     model.build()
     # Bias the readout so that <eos> wins after a few steps for some rows only.
     w = model.readout.get_weights()
@@ -27,32 +29,97 @@ def _sources(src_tok):
     return decoding.encode_sources(src_tok, ["abc", "h", "gfedcba", "0a1b"], 8)
 
 
-def test_beam_width_one_equals_greedy(setup):
-    model, src_tok, _ = setup
-    ids = _sources(src_tok)
-    greedy = decoding.greedy_decode(model, ids)
+class _TableModel:
+    """A fake decoder with random next-token tables (seeded numpy), one per source.
+
+    ``p(next | step, prev)`` comes from table ``source[0] % n_tables``; the table index and
+    the step ride in the state so that they follow every beam. ``<eos>`` is unlikely at the
+    first step and near-certain at the sixth, so every output ends within the length
+    limit; padding and ``<bos>`` are never produced. Log-probabilities of any output can
+    then be computed independently from the tables.
+    """
+
+    bos_id, eos_id, output_vocab, max_target_len = 1, 2, 7, 8
+    steps = 6
+
+    def __init__(self, seed, n_tables=12):
+        rng = np.random.default_rng(seed)
+        logits = rng.normal(0.0, 1.5, (n_tables, self.steps, 7, 7))
+        logits[:, 0, :, self.eos_id] -= 3.0
+        logits[:, -1, :, self.eos_id] += 30.0
+        logits[..., [0, self.bos_id]] = -30.0
+        self.table = tf.constant(logits, tf.float32)
+        logits = logits.astype(np.float32).astype(np.float64)
+        self.logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        self.n_tables = n_tables
+
+    def encode(self, source_ids):
+        batch = tf.shape(source_ids)[0]
+        which = tf.cast(source_ids[:, :1] % self.n_tables, tf.float32)  # (B, 1)
+        return {"values": tf.zeros([batch, 1, 1])}, [which, tf.zeros([batch, 1])]
+
+    def decode_step(self, prev, states, memory):
+        which, step = states
+        index = tf.stack([tf.cast(which[:, 0], tf.int32), tf.cast(step[:, 0], tf.int32),
+                          tf.cast(prev, tf.int32)], axis=1)
+        step = tf.minimum(step + 1.0, self.steps - 1.0)
+        return tf.gather_nd(self.table, index), [which, step], None
+
+    def sequence_logp(self, source, tokens):
+        """log p(tokens <eos> | source), from the tables."""
+        table, prev, total = self.logp[int(source[0]) % self.n_tables], self.bos_id, 0.0
+        for t, tok in enumerate(list(tokens) + [self.eos_id]):
+            total += table[min(t, self.steps - 1), prev, tok]
+            prev = tok
+        return total
+
+
+TABLE_SOURCES = np.arange(1, 13, dtype=np.int32)[:, None]  # one source per table
+
+
+def test_beam_width_one_equals_greedy():
+    model = _TableModel(seed=3)
+    greedy = decoding.greedy_decode(model, TABLE_SOURCES)
+    assert len({tuple(g) for g in greedy}) > 3  # non-trivial, varied outputs
     for alpha in (0.0, 1.0):
-        assert decoding.beam_search(model, ids, beam=1, length_penalty=alpha) == greedy
+        assert decoding.beam_search(model, TABLE_SOURCES, beam=1, length_penalty=alpha) == greedy
 
 
-def test_beam_search_is_batched_and_scores_at_least_greedy(setup):
+def test_beam_search_is_batched_and_scores_at_least_greedy():
+    model = _TableModel(seed=3)
+    ids = TABLE_SOURCES
+    one_by_one = [decoding.beam_search(model, ids[i:i + 1], beam=4)[0] for i in range(len(ids))]
+    assert decoding.beam_search(model, ids, beam=4) == one_by_one
+    beams, scores = decoding.beam_search(model, ids, beam=4, length_penalty=0.0,
+                                         return_scores=True)
+    greedy = decoding.greedy_decode(model, ids)
+    better = 0
+    for src, hyp, score, g in zip(ids, beams, scores, greedy):
+        assert len(g) < model.steps and len(hyp) < model.steps  # both ended with <eos>
+        # α = 0: the returned score is the hypothesis's own log-probability …
+        assert score == pytest.approx(model.sequence_logp(src, hyp), abs=1e-4)
+        # … and never below greedy's (on these examples: beam search is no exact search).
+        greedy_logp = model.sequence_logp(src, g)
+        assert score >= greedy_logp - 1e-5, (hyp, g)
+        better += score > greedy_logp + 1e-3
+    assert better >= 1  # and the wider search finds a better output somewhere
+
+
+def test_beam_finds_the_better_path_greedy_misses():
+    model = _ChainModel()
+    model.logits = tf.constant(np.log(_GARDEN_PATH), tf.float32)
+    ids = np.ones((2, 2), np.int32)
+    assert decoding.greedy_decode(model, ids) == [[2, 3]] * 2  # p ≈ 0.55·0.31·0.99
+    beam = decoding.beam_search(model, ids, beam=2, length_penalty=0.0)
+    assert beam == [[4]] * 2  # p ≈ 0.40·0.99
+
+
+def test_real_model_beam_is_batched(setup):
     model, src_tok, _ = setup
     ids = _sources(src_tok)
     one_by_one = [decoding.beam_search(model, ids[i:i + 1], beam=3)[0] for i in range(len(ids))]
-    together, scores = decoding.beam_search(model, ids, beam=3, length_penalty=0.0,
-                                            return_scores=True)
-    assert decoding.beam_search(model, ids, beam=3) == one_by_one
-    # With α = 0 the beam's log-probability can't be below greedy's on these tiny cases.
-    greedy = decoding.greedy_decode(model, ids)
-    for src, hyp, score in zip(ids, greedy, scores):
-        memory, states = model.encode(src[None])
-        logp, prev = 0.0, model.bos_id
-        for tok in hyp + [model.eos_id]:
-            logits, states, _ = model.decode_step(np.array([prev]), states, memory)
-            logp += float(tf.nn.log_softmax(logits)[0, tok])
-            prev = tok
-        if len(hyp) < model.max_target_len + 1:
-            assert score >= logp - 1e-4
+    together = decoding.beam_search(model, ids, beam=3)
+    assert together == one_by_one
     assert all(len(t) <= model.max_target_len + 1 for t in together)
 
 
@@ -139,3 +206,15 @@ def test_beam_search_does_not_stop_at_improbable_early_eos(beam, alpha):
     out = decoding.beam_search(model, np.ones((3, 2), np.int32), beam=beam,
                                length_penalty=alpha)
     assert out == [[2, 3, 4]] * 3
+
+
+# Garden path (rows: previous token; bos 5, eos 6): bos → 2 is likeliest (0.55) but leads
+# on to no likely token, so greedy's "2 3" has p ≈ 0.17; bos → 4 (0.40) → eos (0.99) has
+# p ≈ 0.40, which a beam of 2 keeps and greedy never looks at.
+_GARDEN_PATH = np.full((7, 7), 1e-3)
+_GARDEN_PATH[5, [2, 4]] = [0.55, 0.40]
+_GARDEN_PATH[2, [3, 6]] = [0.31, 0.29]
+_GARDEN_PATH[2, [1, 4]] = [0.2, 0.2]
+_GARDEN_PATH[3, 6] = 0.99
+_GARDEN_PATH[4, 6] = 0.99
+_GARDEN_PATH /= _GARDEN_PATH.sum(1, keepdims=True)
