@@ -165,3 +165,20 @@ def test_data_module_does_not_import_tensorflow():
     code = ("import sys, keras_seq.tasks.conditioned.data as d; d.make_conditioned_task(); "
             "assert 'tensorflow' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_shapes_scenes_every_scene_in_every_split_and_only_the_scene_words_vary():
+    from keras_seq.tasks.conditioned.data import SHAPE_PHRASES, make_conditioned_task
+
+    data = make_conditioned_task("shapes", seed=3)
+    assert data == make_conditioned_task("shapes", seed=3)
+    assert data.sha256 != make_conditioned_task("shapes", seed=4).sha256
+    assert len(data.conditions) == 90
+    for split in ("train", "val", "test"):
+        assert set(data.counts(split)) == set(data.conditions)
+    for scene, text in data.splits["test"]:
+        size, colour, shape = scene.split()
+        words = text.split()
+        assert {size, colour, shape} <= set(words)  # the scene words are all there
+        assert any(text == p.format(size=size, colour=colour, shape=shape)
+                   for p in SHAPE_PHRASES)

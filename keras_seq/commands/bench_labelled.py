@@ -45,6 +45,8 @@ def register(subparsers) -> None:
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--minutes", type=float, default=None, help="optional cap per run")
     p.add_argument("--epochs", type=int, default=8, help="epochs per run (equal for both)")
+    p.add_argument("--task", default="python-docs-topics",
+                   help="python-docs-topics | shapes | tsv:PATH")
     p.add_argument("--grouping", default="groups", choices=("topics", "groups"))
     p.add_argument("--mode", default="both", choices=("init", "input", "both"))
     add_json_arg(p)
@@ -76,6 +78,7 @@ def run_conditioned(args) -> int:
     from keras_seq.benchmarks.labelled import bench_conditioned, format_conditioned
 
     out = bench_conditioned(args.out, seeds=_ints(args.seeds), minutes=args.minutes,
-                            epochs=args.epochs, grouping=args.grouping, mode=args.mode)
+                            epochs=args.epochs, task=args.task, grouping=args.grouping,
+                            mode=args.mode)
     print_json(out) if args.json else print(format_conditioned(out))
     return 0

@@ -14,7 +14,7 @@ class ConditionedConfig(TrainConfig):
     kind = "conditioned"
 
     # data
-    task: str = "python-docs-topics"  # python-docs-topics | tsv:PATH (condition<TAB>text)
+    task: str = "python-docs-topics"  # python-docs-topics | shapes | tsv:PATH
     grouping: str = "topics"  # python-docs-topics: topics (30 conditions) | groups (10)
     shuffle: bool = False  # tsv: shuffle each condition's rows before the 80/10/10 cut
     unconditioned: bool = False  # the baseline: every condition mapped to one label

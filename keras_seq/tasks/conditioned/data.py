@@ -14,6 +14,11 @@ Sources (:func:`make_conditioned_task`):
   expressions, data model, built-in types, …), which gives every condition at least a
   few thousand words. ``grouping="topics"`` uses the topic name itself where the topic
   has at least :data:`MIN_TOPIC_PARAGRAPHS` paragraphs and its group otherwise.
+* ``shapes`` — seed 003's one-to-many shape in its simplest form, "describe the
+  picture": the condition is a scene (size, colour and shape, 90 combinations) and the text
+  one of several phrasings describing it ("there is a red circle and it is small"). The
+  words that name the scene cannot be guessed from the rest of the text, so the condition
+  is worth about ln 90 nats per sentence; generated from the seed, offline.
 * ``tsv:PATH`` — one ``condition<TAB>text`` row per line (UTF-8; blank lines skipped).
 
 Splits: the items of each topic (or, for TSV, of each condition) are cut contiguously
@@ -266,6 +271,48 @@ def python_docs_topics(grouping: str = "groups") -> ConditionedData:
 
 
 # ----------------------------------------------------------------------------------------
+# shapes
+
+SHAPE_SIZES = ("small", "medium", "large")
+SHAPE_COLOURS = ("red", "green", "blue", "yellow", "black", "white")
+SHAPE_NAMES = ("circle", "square", "triangle", "star", "cross")
+SHAPE_PHRASES = (
+    "a {size} {colour} {shape}",
+    "there is a {colour} {shape} and it is {size}",
+    "the picture shows a {size} {shape} , {colour}",
+    "one {shape} , {size} and {colour}",
+    "you can see a {colour} {shape} of {size} size",
+    "it is a {shape} : {colour} and {size}",
+)
+SHAPE_SIZES_PER_SPLIT = {"train": 2700, "val": 360, "test": 360}
+
+
+def shapes_scenes(seed: int = 0) -> ConditionedData:
+    """The ``shapes`` corpus: every scene in every split, a phrasing drawn per sentence.
+
+    >>> data = shapes_scenes(seed=0)
+    >>> len(data.conditions), data.splits["train"][0][0]
+    (90, 'small red circle')
+    """
+    scenes = [f"{size} {colour} {shape}" for size in SHAPE_SIZES
+              for colour in SHAPE_COLOURS for shape in SHAPE_NAMES]
+    rng = np.random.default_rng(seed)
+    splits = {}
+    for split in SPLITS:
+        items = []
+        for i in range(SHAPE_SIZES_PER_SPLIT[split]):
+            scene = scenes[i % len(scenes)]  # each scene equally often, in every split
+            size, colour, shape = scene.split()
+            phrase = SHAPE_PHRASES[int(rng.integers(len(SHAPE_PHRASES)))]
+            items.append((scene, phrase.format(size=size, colour=colour, shape=shape)))
+        splits[split] = items
+    return ConditionedData("shapes", splits, scenes, _fingerprint(splits),
+                           {"source": "shapes", "seed": seed},
+                           ["90 scenes (3 sizes × 6 colours × 5 shapes), "
+                            f"{len(SHAPE_PHRASES)} phrasings drawn with the seed"])
+
+
+# ----------------------------------------------------------------------------------------
 # tsv:PATH
 
 
@@ -320,7 +367,7 @@ def load_conditioned_tsv(path: str | Path, shuffle: bool = False,
 
 def make_conditioned_task(spec: str = SOURCE, seed: int = 0, grouping: str = "groups",
                           shuffle: bool = False) -> ConditionedData:
-    """Conditioned data for ``"python-docs-topics"`` or ``"tsv:PATH"``.
+    """Conditioned data for ``"python-docs-topics"``, ``"shapes"`` or ``"tsv:PATH"``.
 
     Args:
         spec: the source.
@@ -333,10 +380,12 @@ def make_conditioned_task(spec: str = SOURCE, seed: int = 0, grouping: str = "gr
         data = python_docs_topics(grouping)
         data.spec["seed"] = seed
         return data
+    if spec == "shapes":
+        return shapes_scenes(seed)
     if spec.startswith("tsv:"):
         return load_conditioned_tsv(spec[4:], shuffle=shuffle, seed=seed)
-    raise DataError(f"unknown conditioned data {spec!r}; expected {SOURCE!r} (offline) or "
-                    "'tsv:PATH' (a condition<TAB>text file)")
+    raise DataError(f"unknown conditioned data {spec!r}; expected {SOURCE!r} or 'shapes' "
+                    "(both offline) or 'tsv:PATH' (a condition<TAB>text file)")
 
 
 # ----------------------------------------------------------------------------------------
