@@ -104,6 +104,12 @@ def check_run_dir(run_dir: str | Path, kind: str | None = None) -> Path:
     return run_dir
 
 
+def epochs_done(run_dir: str | Path) -> int:
+    """Epochs a run has finished (``state.json``; 0 before the first checkpoint)."""
+    path = Path(run_dir) / STATE
+    return int(json.loads(path.read_text())["epochs_done"]) if path.is_file() else 0
+
+
 def checkpoint_path(run_dir: str | Path, which: str = "best") -> Path:
     """``best.keras`` when asked for and present, else ``last.keras``."""
     run_dir = Path(run_dir)

@@ -186,6 +186,11 @@ class Seq2Seq(keras.Model):
     (1, 3, 10)
     """
 
+    @staticmethod
+    def special_ids(target_vocab: int) -> tuple[int, int]:
+        """``(bos_id, eos_id)``: the two ids after the target tokenizer's vocabulary."""
+        return int(target_vocab), int(target_vocab) + 1
+
     def __init__(self, source_vocab, target_vocab, embed_dim=64, units=128, cell="gru",
                  bidirectional=True, attention="bahdanau", attention_units=None, dropout=0.0,
                  max_source_len=64, max_target_len=64, **kwargs):
@@ -202,7 +207,7 @@ class Seq2Seq(keras.Model):
         self.attention_units = attention_units or max(1, units // 4)
         self.dropout_rate = float(dropout)
         self.max_source_len, self.max_target_len = int(max_source_len), int(max_target_len)
-        self.bos_id, self.eos_id = self.target_vocab, self.target_vocab + 1
+        self.bos_id, self.eos_id = self.special_ids(self.target_vocab)
         self.output_vocab = self.target_vocab + 2
         self.memory_dim = units * (2 if bidirectional else 1)
 

@@ -7,7 +7,8 @@ by subclassing :class:`Task`. :func:`train` does the rest the same way for all o
 1. refuses a run directory that already holds a run (unless ``resume``), or, resuming,
    reloads the saved config (``--epochs`` may grow) and checks the run's task and version;
 2. seeds every RNG, lets the task prepare its data (tokenizers fitted on train, or loaded
-   from the run when resuming) and saves tokenizers and ``config.json`` atomically;
+   from the run when resuming) and its ``fit`` arguments — so bad data or flags stop the
+   run before anything is written — then saves tokenizers and ``config.json`` atomically;
 3. builds the model, or reloads ``checkpoints/last.keras`` with its optimizer and the
    dropout RNG states (``state.json``) so a resumed run ends with exactly the weights of
    an uninterrupted one;
@@ -92,10 +93,14 @@ class Task:
         """A built and compiled Keras model."""
         raise NotImplementedError
 
-    def fit_plan(self, config, prepared: Prepared, model, initial_epoch: int,
-                 printer) -> FitPlan:
-        """What to pass to ``model.fit`` from ``initial_epoch`` on."""
+    def fit_plan(self, config, prepared: Prepared, initial_epoch: int, printer) -> FitPlan:
+        """What to pass to ``model.fit`` from ``initial_epoch`` on. It runs before anything
+        is written or built, so data that cannot be batched stops the run first."""
         raise NotImplementedError
+
+    def describe_model(self, model) -> str:
+        """The model line printed before training."""
+        return f"{model.count_params():,} parameters"
 
     def callbacks(self, config, prepared: Prepared, run_dir: Path, report: list, printer):
         """``(first, middle)``: callbacks that must run before the NaN guard (state resets,
@@ -152,6 +157,11 @@ def train(task: Task, config, run_dir: str | Path, resume: bool = False, verbose
     prepared = task.prepare(config, run_dir, resume, printer)
     for _, note in prepared.notes:
         printer(note)
+    initial_epoch = runs.epochs_done(run_dir) if resume else 0
+    if initial_epoch >= config.epochs:
+        printer(f"{run_dir} already trained {initial_epoch} epoch(s); nothing to do")
+        return json.loads((run_dir / runs.METRICS).read_text())
+    plan = task.fit_plan(config, prepared, initial_epoch, printer)
     if not resume:
         run_dir.mkdir(parents=True, exist_ok=True)
         for filename, artifact in prepared.artifacts.items():
@@ -161,11 +171,8 @@ def train(task: Task, config, run_dir: str | Path, resume: bool = False, verbose
     if resume:
         model, initial_epoch = cb.resume_from_checkpoint(run_dir)
     else:
-        model, initial_epoch = task.build_model(config, prepared), 0
-    if initial_epoch >= config.epochs:
-        printer(f"{run_dir} already trained {initial_epoch} epoch(s); nothing to do")
-        return json.loads((run_dir / runs.METRICS).read_text())
-    plan = task.fit_plan(config, prepared, model, initial_epoch, printer)
+        model = task.build_model(config, prepared)
+    printer(f"{task.name}: {task.describe_model(model)}")
 
     report = [{"epoch": 0, "kind": kind, "message": note} for kind, note in prepared.notes]
     tb_dir = run_dir / "tensorboard"

@@ -144,7 +144,7 @@ class ClassifyTask(trainer.Task):
         return build_model(config, prepared.data["tokenizer"].vocab_size,
                            len(prepared.data["labels"]))
 
-    def fit_plan(self, config: ClassifyConfig, prepared: Prepared, model, initial_epoch: int,
+    def fit_plan(self, config: ClassifyConfig, prepared: Prepared, initial_epoch: int,
                  printer) -> FitPlan:
         encoded = prepared.data["encoded"]
         train = example_batches(*encoded["train"], config.batch_size, seed=config.seed)
@@ -153,7 +153,7 @@ class ClassifyTask(trainer.Task):
         kwargs = fit_kwargs(train, val, config.seed, initial_epoch)
         described = prepared.data["data"].describe()
         printer(f"{config.task}: {described['sizes']}, labels {described['labels']}; "
-                f"{model.count_params():,} parameters, {len(train)} steps/epoch")
+                f"{len(train)} steps/epoch")
         return FitPlan(kwargs, len(train), items_per_step=config.batch_size, unit="examples")
 
     def results(self, config: ClassifyConfig, prepared: Prepared, run_dir: Path,

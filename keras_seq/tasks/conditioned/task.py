@@ -154,8 +154,8 @@ class ConditionedTask(trainer.Task):
         return build_model(config, prepared.data["tokenizer"].vocab_size,
                            len(prepared.data["conditions"]))
 
-    def fit_plan(self, config: ConditionedConfig, prepared: Prepared, model,
-                 initial_epoch: int, printer) -> FitPlan:
+    def fit_plan(self, config: ConditionedConfig, prepared: Prepared, initial_epoch: int,
+                 printer) -> FitPlan:
         encoded = prepared.data["encoded"]
         train = conditioned_batches(encoded["train"], config.batch_size, seed=config.seed,
                                     max_len=config.max_len)
@@ -165,8 +165,7 @@ class ConditionedTask(trainer.Task):
         tokens = sum(float(w.sum()) for _, _, w in train)
         conditions = 1 if config.unconditioned else len(prepared.data["conditions"])
         printer(f"{config.task}: {conditions} condition(s), {len(encoded['train']):,} training "
-                f"paragraphs ({tokens:,.0f} target tokens); {model.count_params():,} "
-                "parameters")
+                f"paragraphs ({tokens:,.0f} target tokens)")
         return FitPlan(kwargs, len(train), items_per_step=tokens / len(train), unit="tokens")
 
     def results(self, config: ConditionedConfig, prepared: Prepared, run_dir: Path,

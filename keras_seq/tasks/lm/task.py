@@ -213,7 +213,7 @@ class LMTask(trainer.Task):
     def build_model(self, config: LMConfig, prepared: Prepared):
         return build_model(config, prepared.data["tokenizer"].vocab_size)
 
-    def fit_plan(self, config: LMConfig, prepared: Prepared, model, initial_epoch: int,
+    def fit_plan(self, config: LMConfig, prepared: Prepared, initial_epoch: int,
                  printer) -> FitPlan:
         train_ids, val_ids = prepared.data["train_ids"], prepared.data["val_ids"]
         B, T = config.batch_size, config.bptt

@@ -365,19 +365,21 @@ class Seq2SeqTask(trainer.Task):
         return build_model(config, prepared.data["src_tok"].vocab_size,
                            prepared.data["tgt_tok"].vocab_size)
 
-    def fit_plan(self, config: Seq2SeqConfig, prepared: Prepared, model, initial_epoch: int,
+    def fit_plan(self, config: Seq2SeqConfig, prepared: Prepared, initial_epoch: int,
                  printer) -> FitPlan:
         train, val = prepared.data["train"], prepared.data["val"]
-        bos, eos = model.bos_id, model.eos_id
+        bos, eos = Seq2Seq.special_ids(prepared.data["tgt_tok"].vocab_size)
         train_batches = make_batches(train, config.batch_size, bos, eos, seed=config.seed)
         steps = config.steps_per_epoch or len(train_batches)
         val_batches = make_batches(val, config.batch_size, bos, eos, seed=None) if val else []
-        params = model.param_report()
-        printer(f"{config.attention} seq2seq: {params['total']:,} parameters "
-                f"({params['attention']:,} in attention); {len(train):,} training pairs, "
-                f"{steps} steps/epoch")
+        printer(f"{config.attention} seq2seq: {len(train):,} training pairs, {steps} "
+                "steps/epoch")
         kwargs = fit_kwargs(train_batches, val_batches, config.seed, initial_epoch, steps)
         return FitPlan(kwargs, steps, items_per_step=config.batch_size, unit="pairs")
+
+    def describe_model(self, model) -> str:
+        params = model.param_report()
+        return f"{params['total']:,} parameters ({params['attention']:,} in attention)"
 
     def callbacks(self, config: Seq2SeqConfig, prepared: Prepared, run_dir: Path,
                   report: list, printer):

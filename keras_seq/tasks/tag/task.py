@@ -124,7 +124,7 @@ class TagTask(trainer.Task):
         return build_model(config, prepared.data["tokenizer"].vocab_size,
                            len(prepared.data["tags"]))
 
-    def fit_plan(self, config: TagConfig, prepared: Prepared, model, initial_epoch: int,
+    def fit_plan(self, config: TagConfig, prepared: Prepared, initial_epoch: int,
                  printer) -> FitPlan:
         encoded = prepared.data["encoded"]
         train = example_batches(*encoded["train"], config.batch_size, seed=config.seed)
@@ -134,7 +134,7 @@ class TagTask(trainer.Task):
         words = sum(len(x) for x in encoded["train"][0])
         printer(f"{config.task}: {len(encoded['train'][0]):,} training sentences "
                 f"({words:,} words), {len(prepared.data['tags'])} tags "
-                f"({prepared.data['data'].scheme}); {model.count_params():,} parameters")
+                f"({prepared.data['data'].scheme})")
         return FitPlan(kwargs, len(train), items_per_step=words / len(train), unit="tokens")
 
     def results(self, config: TagConfig, prepared: Prepared, run_dir: Path, model) -> dict:
