@@ -22,6 +22,7 @@ from keras_seq.errors import DataError
 from keras_seq.runs import write_json_atomic
 
 LABELS_FORMAT = "keras-seq-labels"
+LABELS_FILE = "labels.json"
 
 
 class Labels:
@@ -152,3 +153,33 @@ def fit_kwargs(train_batches, val_batches, seed: int, initial_epoch: int,
         kwargs["validation_data"] = batches_dataset(val_batches, seed, repeat=True)
         kwargs["validation_steps"] = len(val_batches)
     return kwargs
+
+
+def adam(config):
+    """Adam at ``config.lr`` with global-norm clipping at ``config.clip_norm`` (if set)."""
+    import keras
+
+    clip = {"global_clipnorm": config.clip_norm} if config.clip_norm else {}
+    return keras.optimizers.Adam(config.lr, **clip)
+
+
+def compile_for_labels(model, config, metric):
+    """Compile with Adam (:func:`adam`) and sparse cross-entropy on logits; ``metric`` is
+    reported over the weighted (real) targets."""
+    import keras
+
+    model.compile(optimizer=adam(config),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  weighted_metrics=[metric])
+    return model
+
+
+def load_labelled_run(run_dir, kind: str, config_cls, which: str = "best"):
+    """``(config, tokenizer, labels, model)`` of a run whose labels are in ``labels.json``."""
+    from keras_seq import runs
+    from keras_seq.data.tokenizers import load_tokenizer
+
+    run_dir = runs.check_run_dir(run_dir, kind)
+    config = config_cls.load(run_dir / runs.CONFIG)
+    return (config, load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE),
+            runs.load_model(run_dir, which))

@@ -16,18 +16,22 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from keras_seq import runs
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.classifier import SequenceClassifier
-from keras_seq.tasks._common import Labels, example_batches, fit_kwargs
+from keras_seq.tasks._common import (
+    LABELS_FILE,
+    Labels,
+    compile_for_labels,
+    example_batches,
+    fit_kwargs,
+    load_labelled_run,
+)
 from keras_seq.tasks.classify import metrics
 from keras_seq.tasks.classify.config import ClassifyConfig
 from keras_seq.tasks.classify.data import make_classification_task
 from keras_seq.training import trainer
 from keras_seq.training.trainer import FitPlan, Prepared
-
-LABELS_FILE = "labels.json"
 
 
 def task_data(config: ClassifyConfig):
@@ -53,19 +57,13 @@ def build_model(config: ClassifyConfig, vocab_size: int, num_classes: int):
                                pooling=config.pooling, attention_units=config.attention_units,
                                dropout=config.dropout, residual=config.residual)
     model.build((None, 8))
-    clip = {"global_clipnorm": config.clip_norm} if config.clip_norm else {}
-    model.compile(optimizer=keras.optimizers.Adam(config.lr, **clip),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
-    return model
+    return compile_for_labels(model, config,
+                              keras.metrics.SparseCategoricalAccuracy(name="accuracy"))
 
 
 def load_run(run_dir, which: str = "best"):
     """``(config, tokenizer, labels, model)`` of a classification run."""
-    run_dir = runs.check_run_dir(run_dir, "classify")
-    config = ClassifyConfig.load(run_dir / runs.CONFIG)
-    return (config, load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE),
-            runs.load_model(run_dir, which))
+    return load_labelled_run(run_dir, "classify", ClassifyConfig, which)
 
 
 def predict_proba(model, tokenizer, texts, max_len=None, batch_size: int = 64) -> np.ndarray:

@@ -16,13 +16,18 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from keras_seq import runs
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.keras_metrics import Perplexity
 from keras_seq.models.conditioned_lm import ConditionedLM
 from keras_seq.sampling import TopKSampler
-from keras_seq.tasks._common import Labels, fit_kwargs
+from keras_seq.tasks._common import (
+    LABELS_FILE,
+    Labels,
+    compile_for_labels,
+    fit_kwargs,
+    load_labelled_run,
+)
 from keras_seq.tasks.conditioned.config import ConditionedConfig
 from keras_seq.tasks.conditioned.data import (
     conditioned_batches,
@@ -31,8 +36,6 @@ from keras_seq.tasks.conditioned.data import (
 )
 from keras_seq.training import trainer
 from keras_seq.training.trainer import FitPlan, Prepared
-
-LABELS_FILE = "labels.json"
 
 
 def task_data(config: ConditionedConfig):
@@ -52,19 +55,12 @@ def build_model(config: ConditionedConfig, vocab_size: int, num_conditions: int)
                           cell=config.cell, num_layers=config.num_layers, mode=config.mode,
                           dropout=config.dropout)
     model.build()
-    clip = {"global_clipnorm": config.clip_norm} if config.clip_norm else {}
-    model.compile(optimizer=keras.optimizers.Adam(config.lr, **clip),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  weighted_metrics=[Perplexity(from_logits=True, name="perplexity")])
-    return model
+    return compile_for_labels(model, config, Perplexity(from_logits=True, name="perplexity"))
 
 
 def load_run(run_dir, which: str = "best"):
     """``(config, tokenizer, conditions, model)`` of a conditioned-LM run."""
-    run_dir = runs.check_run_dir(run_dir, "conditioned")
-    config = ConditionedConfig.load(run_dir / runs.CONFIG)
-    return (config, load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE),
-            runs.load_model(run_dir, which))
+    return load_labelled_run(run_dir, "conditioned", ConditionedConfig, which)
 
 
 # Target positions within a sequence, for PPL by position: the condition matters most

@@ -17,18 +17,22 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from keras_seq import runs
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.tagger import SequenceTagger
-from keras_seq.tasks._common import Labels, example_batches, fit_kwargs
+from keras_seq.tasks._common import (
+    LABELS_FILE,
+    Labels,
+    compile_for_labels,
+    example_batches,
+    fit_kwargs,
+    load_labelled_run,
+)
 from keras_seq.tasks.tag.config import TagConfig
 from keras_seq.tasks.tag.data import make_tagging_task
 from keras_seq.tasks.tag.metrics import tagging_report
 from keras_seq.training import trainer
 from keras_seq.training.trainer import FitPlan, Prepared
-
-LABELS_FILE = "labels.json"
 
 
 def task_data(config: TagConfig):
@@ -44,19 +48,13 @@ def build_model(config: TagConfig, vocab_size: int, num_tags: int):
                            cell=config.cell, num_layers=config.num_layers,
                            bidirectional=config.bidirectional, dropout=config.dropout)
     model.build((None, 8))
-    clip = {"global_clipnorm": config.clip_norm} if config.clip_norm else {}
-    model.compile(optimizer=keras.optimizers.Adam(config.lr, **clip),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
-    return model
+    return compile_for_labels(model, config,
+                              keras.metrics.SparseCategoricalAccuracy(name="accuracy"))
 
 
 def load_run(run_dir, which: str = "best"):
     """``(config, tokenizer, tags, model)`` of a tagging run."""
-    run_dir = runs.check_run_dir(run_dir, "tag")
-    config = TagConfig.load(run_dir / runs.CONFIG)
-    return (config, load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE),
-            runs.load_model(run_dir, which))
+    return load_labelled_run(run_dir, "tag", TagConfig, which)
 
 
 def predict_tags(model, tokenizer, tags: Labels, sentences, batch_size: int = 64):
