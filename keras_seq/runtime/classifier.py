@@ -47,18 +47,7 @@ class StreamingClassifier(LiteRTLM):
 
     def step(self, token_id: int) -> np.ndarray:
         """Feed one token id; returns the label scores ``(C,)`` after it."""
-        if not 0 <= token_id < self.vocab_size:
-            raise KerasSeqError(f"token id {token_id} is outside the vocabulary "
-                                f"(size {self.vocab_size})")
-        interp = self.interpreter
-        interp.set_tensor(self._in["token"], np.array([token_id], np.int32))
-        for name in self.state_names:
-            interp.set_tensor(self._in[name], self.states[name])
-        interp.invoke()
-        for name in self.state_names:
-            self.states[name] = interp.get_tensor(self._out[name])
-        self.scores = interp.get_tensor(self._out["scores"])[0].copy()
-        self.history.append(int(token_id))
+        self.scores = self._run_step(token_id, "scores").copy()
         return self.scores
 
     def encode(self, text: str) -> np.ndarray:

@@ -123,6 +123,12 @@ class LiteRTLM:
         if self.graph not in ("step", "step_fused"):
             raise KerasSeqError(f"{self.path.name} is a {self.graph} model; streaming needs a "
                                 "step model (step_*.tflite)")
+        self.logits = self._run_step(token_id, "logits")
+        return self.logits
+
+    def _run_step(self, token_id: int, output: str) -> np.ndarray:
+        """Feed one token id through the step graph, carrying the state; returns row 0 of
+        the ``output`` tensor (a view into the interpreter's buffer)."""
         if not 0 <= token_id < self.vocab_size:
             raise KerasSeqError(f"token id {token_id} is outside the vocabulary "
                                 f"(size {self.vocab_size})")
@@ -133,9 +139,8 @@ class LiteRTLM:
         interp.invoke()
         for name in self.state_names:
             self.states[name] = interp.get_tensor(self._out[name])
-        self.logits = interp.get_tensor(self._out["logits"])[0]
         self.history.append(int(token_id))
-        return self.logits
+        return interp.get_tensor(self._out[output])[0]
 
     def start_id(self) -> int:
         """The id a stream starts from: ``<eos>`` (a line boundary) or ``"\\n"`` for char."""

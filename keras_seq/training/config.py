@@ -60,6 +60,19 @@ class TrainConfig:
             problems.append(f"max_minutes must be > 0 or unset (got {self.max_minutes})")
         return problems
 
+    def recurrent_problems(self, *positive: str) -> list[str]:
+        """Checks shared by the configs of keras-seq recurrent models: ``cell`` is one of
+        rnn/gru/lstm, ``dropout`` is in [0, 1) and each field in ``positive`` is ≥ 1."""
+        problems = []
+        if self.cell not in ("rnn", "gru", "lstm"):
+            problems.append(f"cell must be rnn, gru or lstm (got {self.cell!r})")
+        for name in positive:
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be ≥ 1 (got {getattr(self, name)})")
+        if not 0 <= self.dropout < 1:
+            problems.append(f"dropout must be in [0, 1) (got {self.dropout})")
+        return problems
+
     def validate(self):
         problems = self.problems()
         if problems:

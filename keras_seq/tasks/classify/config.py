@@ -48,16 +48,10 @@ class ClassifyConfig(TrainConfig):
 
     def problems(self) -> list[str]:
         problems = super().problems()
-        if self.cell not in ("rnn", "gru", "lstm"):
-            problems.append(f"cell must be rnn, gru or lstm (got {self.cell!r})")
+        problems += self.recurrent_problems("units", "embed_dim", "num_layers")
         if self.pooling not in POOLINGS:
             problems.append(f"pooling must be one of {', '.join(POOLINGS)} (got "
                             f"{self.pooling!r})")
-        for name in ("units", "embed_dim", "num_layers"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name} must be ≥ 1 (got {getattr(self, name)})")
-        if not 0 <= self.dropout < 1:
-            problems.append(f"dropout must be in [0, 1) (got {self.dropout})")
         if self.max_len is not None and self.max_len < 1:
             problems.append(f"max_len must be ≥ 1 or unset (got {self.max_len})")
         return problems

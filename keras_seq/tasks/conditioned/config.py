@@ -35,15 +35,9 @@ class ConditionedConfig(TrainConfig):
 
     def problems(self) -> list[str]:
         problems = super().problems()
-        if self.cell not in ("rnn", "gru", "lstm"):
-            problems.append(f"cell must be rnn, gru or lstm (got {self.cell!r})")
+        problems += self.recurrent_problems("units", "embed_dim", "num_layers", "max_len")
         if self.mode not in ("init", "input", "both"):
             problems.append(f"mode must be init, input or both (got {self.mode!r})")
         if self.grouping not in ("topics", "groups"):
             problems.append(f"grouping must be topics or groups (got {self.grouping!r})")
-        for name in ("units", "embed_dim", "num_layers", "max_len"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name} must be ≥ 1 (got {getattr(self, name)})")
-        if not 0 <= self.dropout < 1:
-            problems.append(f"dropout must be in [0, 1) (got {self.dropout})")
         return problems

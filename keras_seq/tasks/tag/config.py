@@ -40,11 +40,5 @@ class TagConfig(TrainConfig):
 
     def problems(self) -> list[str]:
         problems = super().problems()
-        if self.cell not in ("rnn", "gru", "lstm"):
-            problems.append(f"cell must be rnn, gru or lstm (got {self.cell!r})")
-        for name in ("units", "embed_dim", "num_layers", "max_len"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name} must be ≥ 1 (got {getattr(self, name)})")
-        if not 0 <= self.dropout < 1:
-            problems.append(f"dropout must be in [0, 1) (got {self.dropout})")
+        problems += self.recurrent_problems("units", "embed_dim", "num_layers", "max_len")
         return problems
