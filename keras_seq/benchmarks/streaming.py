@@ -123,7 +123,8 @@ def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
                                    tokenizer=tokenizer)
             say(f"saved-model step: {n} tokens …")
             loaded, sig, names = load_step(saved_model_dir)
-            sstate = {k: tf.zeros((1, graphs.units)) for k in names}
+            shapes = graphs.state_shapes(1)  # (1, proj_units) for an lstmp layer's h
+            sstate = {k: tf.zeros(shapes[k]) for k in names}
 
             def sm_step(token, state=sstate):
                 out = sig(token=tf.constant([token], tf.int32), **state)
@@ -150,7 +151,9 @@ def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
     verdict = score_rows(rows)
     return {"run_dir": str(run_dir), "tokens": tokens, "warmup": warmup,
             "model": {"cell": config.cell, "units": config.units, "embed_dim": config.embed_dim,
-                      "num_layers": config.num_layers, "vocab_size": tokenizer.vocab_size},
+                      "num_layers": config.num_layers, "vocab_size": tokenizer.vocab_size,
+                      "proj_units": getattr(config, "proj_units", None),
+                      "cifg": bool(getattr(config, "cifg", False))},
             "keras_val_ppl": keras_ppl, "tokenizer_fingerprint": tokenizer.fingerprint,
             "rows": rows, "verdict": verdict}
 
@@ -199,7 +202,9 @@ def format_report(report: dict) -> str:
     buf = io.StringIO()
     m = report["model"]
     print(f"streaming latency, batch 1, {report['tokens']} timed tokens after "
-          f"{report['warmup']} warm-up; {m['cell']} {m['num_layers']}×{m['units']} units, "
+          f"{report['warmup']} warm-up; {m['cell']}{' (CIFG)' if m.get('cifg') else ''} "
+          f"{m['num_layers']}×{m['units']} units"
+          f"{' → ' + str(m['proj_units']) if m.get('proj_units') else ''}, "
           f"embed {m['embed_dim']}, vocab {m['vocab_size']:,}; float Keras val PPL "
           f"{report['keras_val_ppl'] or float('nan'):.3f}", file=buf)
     rows = [{**r, "ppl_delta_pct": r["ppl_delta_pct"] if r["ppl_delta_pct"] is not None

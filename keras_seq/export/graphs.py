@@ -1,7 +1,7 @@
 """Inference graphs of a :class:`~keras_seq.models.rnn_lm.RecurrentLM` with explicit state.
 
-:class:`LMGraphs` wraps a trained model (any cell: keras-seq ``rnn``/``gru``/``lstm`` or the
-Keras built-ins, stacked or not) and builds the functions every exporter uses:
+:class:`LMGraphs` wraps a trained model (any cell: keras-seq ``rnn``/``gru``/``lstm``/``lstmp``
+or the Keras built-ins, stacked or not) and builds the functions every exporter uses:
 
 * ``step(token (B,), *states) → logits (B, V), *states``: one token, the state passed in
   and out explicitly (each layer's ``h`` and, for an LSTM, ``c``). It calls the layers'
@@ -13,7 +13,9 @@ Keras built-ins, stacked or not) and builds the functions every exporter uses:
   :mod:`keras_seq.export.fused_lstm` (TFLite fuses it into ``UNIDIRECTIONAL_SEQUENCE_LSTM``
   whose state is internal: no state inputs or outputs).
 
-State names are ``h0``, ``c0``, ``h1``, … (layer index; ``c`` only for LSTMs).
+State names are ``h0``, ``c0``, ``h1``, … (layer index; ``c`` only for LSTMs). Each state
+has its layer's own size: ``(B, units)``, except an ``lstmp`` layer's ``h``, which is
+``(B, proj_units)`` (its ``c`` stays ``(B, units)``).
 
 Example:
 
@@ -25,6 +27,9 @@ Example:
 >>> out = g.step(np.array([3], "int32"), **g.zero_states(1))
 >>> tuple(out["logits"].shape)
 (1, 20)
+>>> lmp = RecurrentLM(20, 4, 6, cell="lstmp", proj_units=2); _ = lmp(np.zeros((1, 2), "int32"))
+>>> LMGraphs(lmp).state_shapes(1)
+{'h0': [1, 2], 'c0': [1, 6]}
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ class FrozenWeights(tf.Module):
 
 
 def cell_kind(model) -> str:
-    """``rnn``, ``gru`` or ``lstm`` (built-in Keras cells map to the same names)."""
+    """``rnn``, ``gru``, ``lstm`` or ``lstmp`` (built-in Keras cells map to the same names)."""
     return model.cell.replace("keras-", "")
 
 
@@ -94,25 +99,45 @@ class LMGraphs:
         self.residual = bool(getattr(model, "residual", False))
         self.kind = cell_kind(model)
         self.units = int(model.units)
+        proj = getattr(model, "proj_units", None) if self.kind == "lstmp" else None
+        self.proj_units = None if proj is None else int(proj)
         self.num_layers = len(model.rnns)
         self.vocab_size = int(model.vocab_size)
-        per_layer = ("h", "c") if self.kind == "lstm" else ("h",)
+        per_layer = ("h", "c") if self.kind in ("lstm", "lstmp") else ("h",)
         self.state_names = [f"{s}{i}" for i in range(self.num_layers) for s in per_layer]
+        # Each state's size, from its layer's cell: (h, c) = (proj_units, units) for lstmp.
+        self._state_sizes = {}
+        for i, rnn in enumerate(model.rnns):
+            sizes = getattr(getattr(rnn, "cell", None), "state_size", None)
+            if sizes is None:  # not a plain RNN layer (e.g. Bidirectional): no step graph
+                sizes = [self.units] * len(per_layer)
+            sizes = list(sizes) if isinstance(sizes, (list, tuple)) else [sizes]
+            if len(sizes) != len(per_layer):
+                raise KerasSeqError(f"layer {i} ({rnn.name}) has {len(sizes)} states, a "
+                                    f"{self.kind} layer {len(per_layer)}; cannot export it")
+            self._state_sizes.update({f"{s}{i}": int(n) for s, n in zip(per_layer, sizes)})
 
     # -- description ------------------------------------------------------------------
     def state_shapes(self, batch: int = 1) -> dict[str, list[int]]:
-        return {name: [batch, self.units] for name in self.state_names}
+        """``{name: [batch, size]}``; sizes differ per state for ``lstmp`` (``h``: proj)."""
+        return {name: [batch, self._state_sizes[name]] for name in self.state_names}
 
     def zero_states(self, batch: int = 1) -> dict[str, np.ndarray]:
-        return {name: np.zeros((batch, self.units), np.float32) for name in self.state_names}
+        return {name: np.zeros(shape, np.float32)
+                for name, shape in self.state_shapes(batch).items()}
 
     def describe(self) -> dict:
-        return {"cell": self.kind, "keras_cell": self.model.cell, "units": self.units,
-                "num_layers": self.num_layers, "vocab_size": self.vocab_size,
-                "embed_dim": int(self.model.embed_dim), "state_names": self.state_names}
+        out = {"cell": self.kind, "keras_cell": self.model.cell, "units": self.units,
+               "num_layers": self.num_layers, "vocab_size": self.vocab_size,
+               "embed_dim": int(self.model.embed_dim), "state_names": self.state_names}
+        if self.proj_units is not None:
+            out["proj_units"] = self.proj_units
+        return out
 
     def fusable(self) -> bool:
-        """Whether every layer can go through the fused-LSTM composite function."""
+        """Whether every layer can go through the fused-LSTM composite function (plain
+        LSTMs only: TFLite's fused op here has no CIFG and no projection, so never
+        ``lstmp``)."""
         if self.kind != "lstm" or self.residual:
             return False
         for rnn in self.model.rnns:
@@ -130,7 +155,7 @@ class LMGraphs:
         return tf.gather(table, tf.cast(ids, tf.int32))
 
     def _split_states(self, states: dict) -> list[list]:
-        per = 2 if self.kind == "lstm" else 1
+        per = 2 if self.kind in ("lstm", "lstmp") else 1
         flat = [states[name] for name in self.state_names]
         return [flat[i * per:(i + 1) * per] for i in range(self.num_layers)]
 
@@ -153,13 +178,15 @@ class LMGraphs:
 
     # -- explicit-state graphs ----------------------------------------------------------
     def step(self, token, **states):
-        """``token (B,)`` int32 + states ``(B, U)`` → ``{"logits": (B, V), **states}``
+        """``token (B,)`` int32 + states (see :meth:`state_shapes`) →
+        ``{"logits": (B, V), **states}``
         (``"scores"`` instead of ``"logits"`` with ``output="scores"``)."""
         m = self.model
         x = self._embed(token)  # (B, E)
         new = []
         for rnn, layer_states in zip(m.rnns, self._split_states(states)):
-            h, next_states = rnn.cell.call(x, list(layer_states), training=False)  # (B, U)
+            # h: (B, U), or (B, P) for lstmp
+            h, next_states = rnn.cell.call(x, list(layer_states), training=False)
             x = self._layer_output(x, h)
             next_states = next_states if isinstance(next_states, (list, tuple)) \
                 else [next_states]
@@ -206,7 +233,8 @@ class LMGraphs:
         """
         if not self.fusable():
             raise KerasSeqError(
-                f"the fused TFLite LSTM needs plain LSTM layers (tanh/sigmoid, no CIFG); this "
+                f"the fused TFLite LSTM needs plain LSTM layers (tanh/sigmoid, no CIFG, no "
+                f"projection); this "
                 f"model has cell {self.model.cell!r}; export the explicit-state step model")
         m = self.model
         x = self._embed(tokens)  # (B, T, E)
@@ -222,8 +250,8 @@ class LMGraphs:
 
     # -- concrete functions with static signatures ------------------------------------------
     def _state_specs(self, batch):
-        return {n: tf.TensorSpec((batch, self.units), tf.float32, name=n)
-                for n in self.state_names}
+        return {n: tf.TensorSpec(shape, tf.float32, name=n)
+                for n, shape in self.state_shapes(batch).items()}
 
     def concrete(self, graph: str, batch: int = 1, length: int = 1,
                  frozen: FrozenWeights | None = None):

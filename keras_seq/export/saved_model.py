@@ -13,7 +13,8 @@ through the tokenizer's in-graph path, :meth:`Tokenizer.tf_encode`):
   → ``text (B,)``, ``ids (B, max_tokens)``: sampled continuations (``top_k`` ≤ 0 means
   the whole vocabulary).
 * ``step(token (1,), h0, [c0, h1, …] (1, U))`` → ``logits (1, V)`` and the next states:
-  the streaming step at batch 1, state in and out explicitly.
+  the streaming step at batch 1, state in and out explicitly (an ``lstmp`` layer's ``h``
+  is ``(1, proj_units)``).
 
 Weights are plain ``tf.Variable`` copies, so the SavedModel loads with only TensorFlow
 (no keras-seq classes). The tokenizer (``tokenizer.json``) and a ``keras_seq.json`` with
@@ -80,7 +81,8 @@ class LMServingModule(FrozenWeights):
         return ids, tf.cast(ragged.row_lengths(), tf.int32)
 
     def _zero_states(self, batch):
-        return {n: tf.zeros([batch, self.units]) for n in self._graphs.state_names}
+        sizes = {n: shape[1] for n, shape in self._graphs.state_shapes(1).items()}
+        return {n: tf.zeros([batch, sizes[n]]) for n in self._graphs.state_names}
 
     def _run_prefix(self, ids, lengths):
         """Stream ``ids (B, 1+L)`` row by row up to each length: logits after the last real
@@ -168,8 +170,8 @@ class LMServingModule(FrozenWeights):
 def _step_signature(module: LMServingModule):
     graphs = module._graphs
     specs = {"token": tf.TensorSpec((1,), tf.int32, name="token")}
-    specs.update({n: tf.TensorSpec((1, graphs.units), tf.float32, name=n)
-                  for n in graphs.state_names})
+    specs.update({n: tf.TensorSpec(shape, tf.float32, name=n)
+                  for n, shape in graphs.state_shapes(1).items()})
     fn = tf.function(module.wrap(lambda **kw: graphs.step(**kw)))
     return fn.get_concrete_function(**specs)
 

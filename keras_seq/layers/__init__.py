@@ -1,7 +1,8 @@
 """Recurrent cells and layers with Keras's weight layout and a fast loop.
 
-``SimpleRNNCell``, ``LSTMCell`` (with a CIFG option) and ``GRUCell`` run inside
-``keras.layers.RNN``; the layers ``SimpleRNN``, ``LSTM`` and ``GRU`` subclass it
+``SimpleRNNCell``, ``LSTMCell`` (with a CIFG option), ``LSTMPCell`` (an LSTM with a
+recurrent projection, CIFG optional) and ``GRUCell`` run inside
+``keras.layers.RNN``; the layers ``SimpleRNN``, ``LSTM``, ``LSTMP`` and ``GRU`` subclass it
 and replace only the loop (all inputs projected in one matmul, one recurrent
 matmul per step). ``count_params`` / ``param_table`` count weights without
 building anything.
@@ -10,6 +11,7 @@ building anything.
 from keras_seq.layers.bahdanau_attention import BahdanauAttention
 from keras_seq.layers.gru import GRU, GRUCell
 from keras_seq.layers.lstm import LSTM, LSTMCell
+from keras_seq.layers.lstmp import LSTMP, LSTMPCell
 from keras_seq.layers.params import count_params, param_table, weight_shapes
 from keras_seq.layers.simple_rnn import SimpleRNN, SimpleRNNCell
 
@@ -19,6 +21,8 @@ __all__ = [
     "GRUCell",
     "LSTM",
     "LSTMCell",
+    "LSTMP",
+    "LSTMPCell",
     "SimpleRNN",
     "SimpleRNNCell",
     "count_params",

@@ -280,3 +280,79 @@ def _gru_reset_before(xs, h0, kernel_rec):
         return (hs, h_last), grad
 
     return run(xs, h0, kernel_rec)
+
+
+def lstmp_sequence(xs, h0, c0, kernel_rec, kernel_proj, cifg=False):
+    """LSTM with a projection layer (LSTMP; tanh / sigmoid) over time.
+
+    ``h_t = (o_t ⊙ tanh(c_t)) @ P`` with ``P`` ``(U, P)``; ``h`` is ``(B, P)`` and
+    ``kernel_rec`` ``(P, G·U)``. Returns ``(hs (T, B, P), h_T, c_T)``.
+
+    As in :func:`lstm_sequence`, the forward loop keeps only ``h``, ``c`` and ``z``.
+    The backward loop does the sequential part only: per step ``dh @ Pᵀ``, the
+    elementwise gate factors and ``dz @ Rᵀ``; it stacks ``dz`` and the total
+    ``dh``. The recurrent kernel's gradient (``Σ h_{t-1}ᵀ dz_t``) and the
+    projection's (``Σ m_tᵀ dh_t``, ``m_t = o_t ⊙ tanh(c_t)`` recomputed for the
+    whole sequence) are one matmul each after the loop.
+    """
+    units = c0.shape[-1]
+    n = 3 if cifg else 4
+
+    def step(carry, elems):
+        h, c = carry  # (B, P), (B, U)
+        z = elems[0] + tf.matmul(h, kernel_rec)  # (B, G·U)
+        sig = tf.sigmoid(z)  # the candidate block's sigmoid is unused
+        if cifg:
+            f, _, o = tf.split(sig, 3, 1)
+            i, g = 1.0 - f, tf.tanh(z[:, units : 2 * units])
+        else:
+            i, f, _, o = tf.split(sig, 4, 1)
+            g = tf.tanh(z[:, 2 * units : 3 * units])
+        c = f * c + i * g  # (B, U)
+        h = tf.matmul(o * tf.tanh(c), kernel_proj)  # (B, U) @ (U, P) -> (B, P)
+        return (h, c), (h, c, z)
+
+    @tf.custom_gradient
+    def run(xs, h0, c0, kernel_rec, kernel_proj):
+        (h_last, c_last), (hs, cs, zs) = _loop(step, [xs], (h0, c0), 3)  # (T, B, ·)
+
+        def grad(d_hs, d_hT, d_cT):
+            d_hs = _with_final(d_hs, d_hT, hs)  # (T, B, P)
+            # Per-step factors for the whole sequence at once, (T, B, ·).
+            sig = tf.sigmoid(zs)
+            if cifg:
+                f, _, o = tf.split(sig, 3, 2)
+                i, g = 1.0 - f, tf.tanh(zs[:, :, units : 2 * units])
+            else:
+                i, f, _, o = tf.split(sig, 4, 2)
+                g = tf.tanh(zs[:, :, 2 * units : 3 * units])
+            tc, cp = tf.tanh(cs), _shift(c0, cs)
+            d_c_from_m = o * (1.0 - tc * tc)  # dc += dm * this
+            d_o = tc * o * (1.0 - o)
+            if cifg:  # c = f·c_prev + (1 - f)·g
+                factors = [(cp - g) * f * (1.0 - f), (1.0 - f) * (1.0 - g * g), d_o]
+            else:
+                factors = [g * i * (1.0 - i), cp * f * (1.0 - f), i * (1.0 - g * g), d_o]
+            factors = tf.concat(factors, 2)  # (T, B, G·U): dz = [dc, .., dc, dm] * factors
+            kernel_t = tf.transpose(kernel_rec)  # (G·U, P)
+            proj_t = tf.transpose(kernel_proj)  # (P, U)
+
+            def back(carry, elems):
+                d_h_next, d_cf = carry  # (B, P), (B, U)
+                d_out, d_c_from_m, fac, f_t = elems
+                d_h = d_out + d_h_next  # (B, P): everything that reaches h_t
+                d_m = tf.matmul(d_h, proj_t)  # (B, U)
+                d_c = d_cf + d_m * d_c_from_m
+                d_z = tf.concat([d_c] * (n - 1) + [d_m], 1) * fac  # (B, G·U)
+                return (tf.matmul(d_z, kernel_t), d_c * f_t), (d_z, d_h)
+
+            init = (tf.zeros_like(h0), _zeros_if_none(d_cT, c0))
+            elems = [d_hs, d_c_from_m, factors, f]
+            (d_h0, d_c0), (d_z, d_h) = _loop(back, elems, init, 2, True)
+            d_rec = _flat_matmul_t(_shift(h0, hs), d_z)  # (P, G·U)
+            d_proj = _flat_matmul_t(o * tc, d_h)  # (U, P)
+            return d_z, d_h0, d_c0, d_rec, d_proj
+
+        return (hs, h_last, c_last), grad
+
+    return run(xs, h0, c0, kernel_rec, kernel_proj)

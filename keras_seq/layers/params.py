@@ -3,43 +3,72 @@
 A SimpleRNN step has one block of weights (``W_xh``, ``W_hh``, ``b``); a GRU has
 three (z, r, h), an LSTM four (i, f, c, o) and a CIFG LSTM three (f, c, o). So
 the recurrent weights of an LSTM are exactly 4× and a GRU's 3× a SimpleRNN's
-of the same width.
+of the same width. The projected LSTMs (``"lstmp"``, ``"cifg_lstmp"``: LSTMP, Sak
+et al. 2014) also take ``proj_units``: their recurrent kernel is ``(P, G·U)`` and
+they add a ``(U, P)`` projection.
 """
 
 from __future__ import annotations
 
 CELL_TYPES = ("simple_rnn", "gru", "lstm", "cifg")
 _GATES = {"simple_rnn": 1, "gru": 3, "lstm": 4, "cifg": 3}
+# LSTMs with a recurrent projection; not in CELL_TYPES (param_table has no proj_units).
+PROJECTED_TYPES = ("lstmp", "cifg_lstmp")
+_PROJECTED_GATES = {"lstmp": 4, "cifg_lstmp": 3}
 
 
-def weight_shapes(cell_type, input_dim, units, use_bias=True, reset_after=True):
+def weight_shapes(cell_type, input_dim, units, use_bias=True, reset_after=True,
+                  proj_units=None):
     """Shapes of ``kernel``, ``recurrent_kernel`` and ``bias`` as Keras lays them out.
 
     Args:
-        cell_type: one of ``"simple_rnn"``, ``"gru"``, ``"lstm"``, ``"cifg"``.
+        cell_type: one of ``"simple_rnn"``, ``"gru"``, ``"lstm"``, ``"cifg"``, or a
+            projected LSTM ``"lstmp"`` / ``"cifg_lstmp"`` (needs ``proj_units``).
         input_dim: size of each input vector ``D``.
-        units: size of the hidden state ``U``.
+        units: size of the hidden state ``U`` (the cell state for a projected LSTM).
         use_bias: whether the cell has a bias.
         reset_after: GRU only; ``True`` gives a ``(2, 3U)`` bias.
+        proj_units: projected LSTMs only: the projection size ``P ≤ U``.
 
     Returns:
-        dict name -> shape tuple, e.g. ``{"kernel": (D, 4U), ...}`` for an LSTM.
+        dict name -> shape tuple, e.g. ``{"kernel": (D, 4U), ...}`` for an LSTM; a
+        projected LSTM adds ``"projection_kernel": (U, P)`` (last, as the layer
+        creates it) and its ``recurrent_kernel`` is ``(P, G·U)``.
 
     Example:
 
     >>> weight_shapes("gru", 8, 4)
     {'kernel': (8, 12), 'recurrent_kernel': (4, 12), 'bias': (2, 12)}
+    >>> weight_shapes("cifg_lstmp", 8, 4, proj_units=2)
+    {'kernel': (8, 12), 'recurrent_kernel': (2, 12), 'bias': (12,), 'projection_kernel': (4, 2)}
     """
-    if cell_type not in _GATES:
+    if cell_type not in _GATES and cell_type not in _PROJECTED_GATES:
         raise ValueError(
             f"weight_shapes: received cell_type={cell_type!r}; expected one of "
-            f"{', '.join(CELL_TYPES)}. Pick one of those names."
+            f"{', '.join(CELL_TYPES + PROJECTED_TYPES)}. Pick one of those names."
         )
     for name, value in (("input_dim", input_dim), ("units", units)):
         if not isinstance(value, int) or value <= 0:
             raise ValueError(
                 f"weight_shapes: received {name}={value!r}; expected a positive integer."
             )
+    if cell_type in _PROJECTED_GATES:
+        if not isinstance(proj_units, int) or not 0 < proj_units <= units:
+            raise ValueError(
+                f"weight_shapes: received proj_units={proj_units!r} for {cell_type!r}; "
+                f"expected a positive integer ≤ units ({units})."
+            )
+        cols = _PROJECTED_GATES[cell_type] * units
+        shapes = {"kernel": (input_dim, cols), "recurrent_kernel": (proj_units, cols)}
+        if use_bias:
+            shapes["bias"] = (cols,)
+        shapes["projection_kernel"] = (units, proj_units)
+        return shapes
+    if proj_units is not None:
+        raise ValueError(
+            f"weight_shapes: received proj_units={proj_units!r} for {cell_type!r}, which "
+            f"has no projection; use one of {', '.join(PROJECTED_TYPES)} or drop proj_units."
+        )
     cols = _GATES[cell_type] * units
     shapes = {"kernel": (input_dim, cols), "recurrent_kernel": (units, cols)}
     if use_bias:
@@ -47,7 +76,8 @@ def weight_shapes(cell_type, input_dim, units, use_bias=True, reset_after=True):
     return shapes
 
 
-def count_params(cell_type, input_dim, units, use_bias=True, reset_after=True):
+def count_params(cell_type, input_dim, units, use_bias=True, reset_after=True,
+                 proj_units=None):
     """Number of trainable parameters of one cell.
 
     Args: as :func:`weight_shapes`.
@@ -59,9 +89,12 @@ def count_params(cell_type, input_dim, units, use_bias=True, reset_after=True):
 
     >>> count_params("lstm", 128, 256)
     394240
+    >>> count_params("lstmp", 128, 256, proj_units=64)  # 4·(128·256 + 64·256 + 256) + 256·64
+    214016
     """
     total = 0
-    for shape in weight_shapes(cell_type, input_dim, units, use_bias, reset_after).values():
+    shapes = weight_shapes(cell_type, input_dim, units, use_bias, reset_after, proj_units)
+    for shape in shapes.values():
         size = 1
         for dim in shape:
             size *= dim

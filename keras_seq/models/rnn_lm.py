@@ -19,6 +19,7 @@ CELLS = {
     "rnn": seq_layers.SimpleRNN,
     "gru": seq_layers.GRU,
     "lstm": seq_layers.LSTM,
+    "lstmp": seq_layers.LSTMP,  # LSTM with a recurrent projection (needs proj_units)
     # Keras's own layers, for side-by-side comparisons only.
     "keras-rnn": layers.SimpleRNN,
     "keras-gru": layers.GRU,
@@ -51,10 +52,16 @@ class RecurrentLM(BuildByCalling, keras.Model):
     Args:
         vocab_size: number of token ids.
         embed_dim: embedding size.
-        units: hidden units of every recurrent layer.
+        units: hidden units of every recurrent layer (the cell state's size for ``lstmp``).
         num_layers: stacked recurrent layers.
-        cell: ``"rnn"``, ``"gru"`` or ``"lstm"`` (keras-seq layers); ``"keras-lstm"`` etc.
+        cell: ``"rnn"``, ``"gru"``, ``"lstm"`` or ``"lstmp"`` (keras-seq layers; ``lstmp`` is
+            an LSTM with a recurrent projection, Sak et al. 2014); ``"keras-lstm"`` etc.
             use Keras's built-ins for comparison.
+        proj_units: ``lstmp`` only (and required there): the projection size ``P ≤ units``;
+            each layer outputs ``P`` features (its ``h``), which is what the next layer
+            and the output layer read.
+        coupled_input_forget: CIFG (``i = 1 − f``) for the keras-seq ``lstm`` and
+            ``lstmp`` cells; with ``lstmp`` this is the Gboard on-device cell.
         dropout: dropout on the embeddings, between layers and before the output (Zaremba).
         variational_dropout: use one ``dropout`` mask per sequence for those three places
             ("locked" dropout, Gal & Ghahramani 2016) instead of a fresh mask per step.
@@ -63,7 +70,7 @@ class RecurrentLM(BuildByCalling, keras.Model):
         weight_dropout: DropConnect on each layer's ``recurrent_kernel`` (Merity et al.
             2017); the mask is shared by all timesteps of a batch.
         tie_weights: share the embedding matrix with the output layer (needs
-            ``embed_dim == units``).
+            ``embed_dim == units``, or ``embed_dim == proj_units`` for ``lstmp``).
         stateful: carry the recurrent state from batch to batch (truncated BPTT); the
             batch size is then fixed by the first call.
         init_scale: if set, initialise every weight uniformly in ``[-s, s]`` (PTB recipe).
@@ -79,6 +86,10 @@ class RecurrentLM(BuildByCalling, keras.Model):
     >>> lm = RecurrentLM(vocab_size=30, embed_dim=8, units=16, num_layers=2, cell="gru")
     >>> tuple(lm(keras.ops.zeros((2, 5), "int32")).shape)
     (2, 5, 30)
+    >>> lstmp = RecurrentLM(30, embed_dim=4, units=16, proj_units=4, cell="lstmp",
+    ...                     coupled_input_forget=True, tie_weights=True)
+    >>> tuple(lstmp(keras.ops.zeros((2, 5), "int32")).shape), lstmp.rnns[0].cell.state_size
+    ((2, 5, 30), [4, 16])
     """
 
     def __init__(self, vocab_size: int, embed_dim: int = 128, units: int = 256,
@@ -86,14 +97,31 @@ class RecurrentLM(BuildByCalling, keras.Model):
                  tie_weights: bool = False, stateful: bool = False,
                  init_scale: float | None = None, unit_forget_bias: bool = True,
                  variational_dropout: bool = False, embed_dropout: float = 0.0,
-                 weight_dropout: float = 0.0, **kwargs):
+                 weight_dropout: float = 0.0, proj_units: int | None = None,
+                 coupled_input_forget: bool = False, **kwargs):
         super().__init__(**kwargs)
         if cell not in CELLS:
             raise ValueError(f"unknown cell {cell!r}; expected one of {', '.join(CELLS)}")
-        if tie_weights and embed_dim != units:
+        if cell == "lstmp":
+            if proj_units is None:
+                raise ValueError("cell='lstmp' needs proj_units (the projection size, "
+                                 f"≤ units={units}), e.g. proj_units={max(1, units // 4)}")
+            if not isinstance(proj_units, int) or isinstance(proj_units, bool) \
+                    or not 0 < proj_units <= units:
+                raise ValueError(f"proj_units must be a positive integer ≤ units={units}, "
+                                 f"got {proj_units!r}; the projection maps the units down")
+        elif proj_units is not None:
+            raise ValueError(f"proj_units is for cell='lstmp' only, got cell={cell!r} with "
+                             f"proj_units={proj_units}; use cell='lstmp' or drop proj_units")
+        if coupled_input_forget and cell not in ("lstm", "lstmp"):
+            raise ValueError(f"coupled_input_forget (CIFG) needs a keras-seq LSTM cell "
+                             f"('lstm' or 'lstmp'), got cell={cell!r}")
+        out_name, out_size = ("proj_units", proj_units) if cell == "lstmp" else ("units", units)
+        if tie_weights and embed_dim != out_size:
             raise ValueError(
-                f"tie_weights needs embed_dim == units, got embed_dim={embed_dim}, "
-                f"units={units}; set them equal or turn tying off"
+                f"tie_weights needs embed_dim == {out_name} (the recurrent output size), got "
+                f"embed_dim={embed_dim}, {out_name}={out_size}; set them equal or turn tying "
+                "off"
             )
         if num_layers < 1:
             raise ValueError(f"num_layers must be ≥ 1, got {num_layers}")
@@ -103,7 +131,7 @@ class RecurrentLM(BuildByCalling, keras.Model):
                 raise ValueError(f"{name} must be a fraction in [0, 1), got {rate!r}; "
                                  "0 turns it off")
         if weight_dropout and cell.startswith("keras-"):
-            raise ValueError(f"weight_dropout needs a keras-seq cell (rnn, gru, lstm), got "
+            raise ValueError(f"weight_dropout needs a keras-seq cell (rnn, gru, lstm, lstmp), got "
                              f"cell={cell!r}")
         self.vocab_size, self.embed_dim, self.units = vocab_size, embed_dim, units
         self.num_layers, self.cell, self.dropout = num_layers, cell, dropout
@@ -111,24 +139,30 @@ class RecurrentLM(BuildByCalling, keras.Model):
         self.init_scale, self.unit_forget_bias = init_scale, unit_forget_bias
         self.variational_dropout = variational_dropout
         self.embed_dropout, self.weight_dropout = float(embed_dropout), float(weight_dropout)
+        self.proj_units, self.coupled_input_forget = proj_units, bool(coupled_input_forget)
 
         def init():
             if init_scale is None:
                 return {}
             u = keras.initializers.RandomUniform(-init_scale, init_scale)
-            return {"kernel_initializer": u, "recurrent_initializer": u,
-                    "bias_initializer": u}
+            inits = {"kernel_initializer": u, "recurrent_initializer": u,
+                     "bias_initializer": u}
+            return {**inits, "projection_initializer": u} if cell == "lstmp" else inits
 
         emb_init = (keras.initializers.RandomUniform(-init_scale, init_scale)
                     if init_scale is not None else "uniform")
         self.embedding = layers.Embedding(vocab_size, embed_dim, embeddings_initializer=emb_init,
                                           name="embedding")
         rnn_kwargs = {"return_sequences": True, "stateful": stateful}
-        if cell.endswith("lstm"):
+        if cell.endswith(("lstm", "lstmp")):
             rnn_kwargs["unit_forget_bias"] = unit_forget_bias and init_scale is None
         if weight_dropout:
             rnn_kwargs["weight_dropout"] = weight_dropout
-        self.rnns = [CELLS[cell](units, name=f"{cell}_{i}", **rnn_kwargs, **init())
+        if coupled_input_forget:
+            rnn_kwargs["coupled_input_forget"] = True
+        sizes = (units, proj_units) if cell == "lstmp" else (units,)
+        # Each layer builds on its input: the previous layer's proj_units for lstmp.
+        self.rnns = [CELLS[cell](*sizes, name=f"{cell}_{i}", **rnn_kwargs, **init())
                      for i in range(num_layers)]
         # Locked dropout: the mask has shape (B, 1, features), shared over time.
         noise_shape = (None, 1, None) if variational_dropout else None
@@ -153,7 +187,7 @@ class RecurrentLM(BuildByCalling, keras.Model):
             x = x * ops.expand_dims(ops.take(keep, inputs), -1)  # (B, T, E)
         x = self.drops[0](x, training=training)
         for rnn, drop in zip(self.rnns, self.drops[1:]):
-            x = rnn(x, training=training)  # (B, T, U)
+            x = rnn(x, training=training)  # (B, T, U), or (B, T, P) for lstmp
             x = drop(x, training=training)
         return self.head(x)  # (B, T, V)
 
@@ -218,4 +252,6 @@ class RecurrentLM(BuildByCalling, keras.Model):
                 "tie_weights": self.tie_weights, "stateful": self.stateful,
                 "init_scale": self.init_scale, "unit_forget_bias": self.unit_forget_bias,
                 "variational_dropout": self.variational_dropout,
-                "embed_dropout": self.embed_dropout, "weight_dropout": self.weight_dropout}
+                "embed_dropout": self.embed_dropout, "weight_dropout": self.weight_dropout,
+                "proj_units": self.proj_units,
+                "coupled_input_forget": self.coupled_input_forget}
