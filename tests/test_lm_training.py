@@ -85,7 +85,8 @@ def test_train_eval_generate_end_to_end(tmp_path, corpus_file, capsys):
 
 @pytest.mark.parametrize("regularizers", [
     {"dropout": 0.2},
-    {"dropout": 0.2, "variational_dropout": True, "embed_dropout": 0.1, "weight_dropout": 0.3},
+    {"dropout": 0.2, "variational_dropout": True, "embed_dropout": 0.1, "weight_dropout": 0.3,
+     "state_reset_prob": 0.2},
 ], ids=["dropout", "awd"])
 def test_resume_ends_with_the_same_weights(tmp_path, corpus_file, regularizers):
     config = tiny_config(corpus_file, epochs=3, **regularizers)

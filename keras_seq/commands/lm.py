@@ -50,8 +50,13 @@ def add_lm_config_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--context", type=int, help="nplm: previous tokens read (n-gram order − 1)")
     g.add_argument("--nplm-direct", action="store_true", default=None,
                    help="nplm: direct connections from the embeddings to the output")
-    g.add_argument("--cell", choices=("rnn", "gru", "lstm", "keras-rnn", "keras-gru",
-                                      "keras-lstm"), help="recurrent layer (default lstm)")
+    g.add_argument("--cell", choices=("rnn", "gru", "lstm", "lstmp", "keras-rnn", "keras-gru",
+                                      "keras-lstm"), help="recurrent layer (default lstm); "
+                   "lstmp: an LSTM with a recurrent projection (needs --proj-units)")
+    g.add_argument("--proj-units", type=int,
+                   help="lstmp: projection size P ≤ units (the layer's output and h)")
+    g.add_argument("--cifg", action="store_true", default=None,
+                   help="coupled input-forget gate, i = 1 − f (lstm, lstmp)")
     g.add_argument("--embed-dim", type=int)
     g.add_argument("--units", type=int)
     g.add_argument("--num-layers", type=int)
@@ -64,6 +69,10 @@ def add_lm_config_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--bptt-mode", choices=("truncated", "full"),
                    help="truncated: stateful TBPTT on the stream; full: whole lines, stateless")
     g.add_argument("--batch-size", type=int)
+    g.add_argument("--state-reset-prob", type=float,
+                   help="truncated: chance that a stream row's state is zeroed before a batch, "
+                        "so the model keeps meeting the zero state it starts from at "
+                        "inference (default 0)")
     g.add_argument("--epochs", type=int)
     g.add_argument("--optimizer", choices=("sgd", "adam"))
     g.add_argument("--lr", type=float)

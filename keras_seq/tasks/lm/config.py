@@ -29,7 +29,9 @@ class LMConfig(TrainConfig):
     model: str = "rnn"  # rnn: a recurrent LM (see cell) | nplm: Bengio's feed-forward LM
     context: int = 4  # nplm: previous tokens read (the n-gram order minus one)
     nplm_direct: bool = False  # nplm: direct embedding → output connections (W)
-    cell: str = "lstm"  # rnn | gru | lstm (keras-seq layers) or keras-lstm … (built-ins)
+    cell: str = "lstm"  # rnn | gru | lstm | lstmp (keras-seq layers) or keras-lstm … (built-ins)
+    proj_units: int | None = None  # lstmp only (required there): projection size P ≤ units
+    cifg: bool = False  # coupled input-forget gate (i = 1 − f); keras-seq lstm / lstmp only
     embed_dim: int = 128
     units: int = 256
     num_layers: int = 1
@@ -43,6 +45,7 @@ class LMConfig(TrainConfig):
     bptt: int = 35  # truncation length τ
     bptt_mode: str = "truncated"  # truncated (stateful, stream layout) | full (whole lines)
     batch_size: int = 20
+    state_reset_prob: float = 0.0  # truncated: chance a stream row's state is zeroed per batch
     epochs: int = 5
     optimizer: str = "adam"  # sgd | adam
     lr: float = 2e-3
@@ -70,9 +73,38 @@ class LMConfig(TrainConfig):
             problems.append(f"bptt_mode must be 'truncated' or 'full' (got {self.bptt_mode!r})")
         if self.optimizer not in ("sgd", "adam"):
             problems.append(f"optimizer must be 'sgd' or 'adam' (got {self.optimizer!r})")
+        if not 0 <= self.state_reset_prob <= 1:
+            problems.append(f"state_reset_prob must be in [0, 1] (got {self.state_reset_prob})")
         for name in ("dropout", "embed_dropout", "weight_dropout"):
             if not 0 <= getattr(self, name) < 1:
                 problems.append(f"{name} must be in [0, 1) (got {getattr(self, name)})")
+        problems += self._projection_problems()
+        return problems
+
+    def _projection_problems(self) -> list[str]:
+        """``proj_units`` / ``cifg``: the LSTMP options (Sak et al. 2014; CIFG as in Gboard)."""
+        problems = []
+        if self.model != "rnn":
+            if self.proj_units is not None or self.cifg:
+                problems.append(f"proj_units and cifg are for model 'rnn' (got model "
+                                f"{self.model!r})")
+            return problems
+        if self.proj_units is None:
+            if self.cell == "lstmp":
+                problems.append("cell 'lstmp' needs proj_units (the projection size, "
+                                f"≤ units={self.units}), e.g. proj_units={max(1, self.units // 4)}")
+        elif self.cell != "lstmp":
+            problems.append(f"proj_units is for cell 'lstmp' only (got cell {self.cell!r} "
+                            f"with proj_units={self.proj_units}); use --cell lstmp or drop "
+                            "--proj-units")
+        elif not isinstance(self.proj_units, int) or isinstance(self.proj_units, bool) \
+                or self.proj_units < 1:
+            problems.append(f"proj_units must be a positive integer (got {self.proj_units!r})")
+        elif self.proj_units > self.units:
+            problems.append(f"proj_units must be ≤ units (got proj_units={self.proj_units}, "
+                            f"units={self.units}); the projection maps the units down")
+        if self.cifg and self.cell not in ("lstm", "lstmp"):
+            problems.append(f"cifg needs cell 'lstm' or 'lstmp' (got {self.cell!r})")
         return problems
 
 

@@ -177,7 +177,8 @@ def build_model(config: LMConfig, vocab_size: int):
         num_layers=config.num_layers, cell=config.cell, dropout=config.dropout,
         tie_weights=config.tie_weights, stateful=stateful, init_scale=config.init_scale,
         variational_dropout=config.variational_dropout, embed_dropout=config.embed_dropout,
-        weight_dropout=config.weight_dropout,
+        weight_dropout=config.weight_dropout, proj_units=config.proj_units,
+        coupled_input_forget=config.cifg,
     )
     shape = (config.batch_size, config.bptt) if stateful else (1, config.bptt)
     model(np.zeros(shape, np.int32))
@@ -260,6 +261,8 @@ class LMTask(trainer.Task):
         first = []
         if config.bptt_mode == "truncated" and config.model == "rnn":
             first.append(cb.ResetStatesCallback())
+            if config.state_reset_prob:
+                first.append(cb.RowStateResets(config.state_reset_prob, config.seed))
         if config.optimizer == "sgd" or config.lr_decay != 1.0:
             first.append(cb.PTBLearningRate(config.lr, config.lr_decay, config.decay_start))
         middle = [cb.GradientNormLogger(tb_dir / "diagnostics", every=config.log_every),
