@@ -50,3 +50,16 @@ def test_stateful_two_halves_equal_one_stateless_pass(cell):
     # after a reset the second half no longer sees the first
     assert reset_recurrent_states(stateful) == 2
     np.testing.assert_allclose(stateful(x[:, :5]), full[:, :5], atol=1e-5)
+
+
+def test_untied_output_layer_starts_at_awd_scale():
+    # Keras's Glorot default for a (U, |V|) kernel is ~±0.03 at |V| in the thousands: the
+    # logits barely depended on h and a two-layer GRU sat on the unigram plateau for 10
+    # epochs. The head starts U(±0.1) (AWD-LSTM's decoder init) unless init_scale is set.
+    lm = RecurrentLM(5000, 16, 32, num_layers=2, cell="gru")
+    lm(np.zeros((1, 2), "int32"))
+    kernel = np.asarray(lm.head.kernel)
+    assert 0.09 < np.abs(kernel).max() <= 0.1 and np.abs(kernel).mean() > 0.04
+    ptb = RecurrentLM(5000, 16, 32, cell="gru", init_scale=0.05)
+    ptb(np.zeros((1, 2), "int32"))
+    assert np.abs(np.asarray(ptb.head.kernel)).max() <= 0.05

@@ -11,6 +11,7 @@ its ratio to KN5's, parameters, minutes and training tokens/s.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -181,6 +182,7 @@ def run_bench(
         rows.append(
             {
                 "model": cell,
+                "worst_epoch_val_ppl": _worst_epoch_val_ppl(out_dir / cell),
                 "units": units,
                 "params": summary["params"],
                 "minutes": round(summary["train_minutes"], 1),
@@ -220,6 +222,7 @@ def run_bench(
                          "kn_val_ppl": kn_n.ppl})
     out = {
         "data": data,
+        "vocab_size": vocab,
         "split_ratio": split_ratio,
         "tokenizer": tokenizer,
         "fingerprint": kn.fingerprint,
@@ -230,6 +233,18 @@ def run_bench(
     }
     (out_dir / "bench_lm.json").write_text(json.dumps(out, indent=2, default=str))
     return out
+
+
+def _worst_epoch_val_ppl(run_dir: Path) -> float | None:
+    """The highest validation perplexity any epoch of a run logged (``metrics.csv``)."""
+    path = Path(run_dir) / "metrics.csv"
+    if not path.is_file():
+        return None
+    header, *rows = (line.split(",") for line in path.read_text().strip().splitlines())
+    if "val_loss" not in header or not rows:
+        return None
+    col = header.index("val_loss")
+    return max(math.exp(float(r[col])) for r in rows if r[col])
 
 
 def format_bench(out: dict) -> str:
@@ -253,6 +268,14 @@ def format_bench(out: dict) -> str:
             f"{f(r['tokens_per_s'], '>9,')} {r['val_ppl']:>9.2f} "
             f"{r['val_nats']:>7.4f} {r['ppl_vs_kn']:>6.3f}"
         )
+    worst = [(r["model"], r["worst_epoch_val_ppl"]) for r in out["rows"]
+             if r.get("worst_epoch_val_ppl") is not None]
+    if worst and out.get("vocab_size"):
+        above = [f"{m} ({w:,.0f})" for m, w in worst if w > out["vocab_size"]]
+        lines.append(f"every epoch's val PPL below the uniform baseline |V| = "
+                     f"{out['vocab_size']:,}: " + ("yes" if not above else
+                                                   "NO: " + ", ".join(above)) +
+                     f" (worst epochs: {', '.join(f'{m} {w:,.1f}' for m, w in worst)})")
     if out.get("by_order"):
         lines.append("\nPPL vs context: NPLM window n−1 vs KN order n (val)")
         lines.append(f"{'n':>3} {'NPLM units':>10} {'NPLM PPL':>9} {'KN PPL':>9}")

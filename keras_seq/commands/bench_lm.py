@@ -6,7 +6,8 @@ from keras_seq.commands._common import add_json_arg, print_json
 from keras_seq.commands.lm import add_lr_decay_args, add_regularizer_args
 
 # LMConfig fields the shared flags set; unset ones keep LMConfig's defaults.
-LM_OPTIONS = ("variational_dropout", "embed_dropout", "weight_dropout", "lr_decay", "decay_start")
+LM_OPTIONS = ("variational_dropout", "embed_dropout", "weight_dropout", "lr_decay", "decay_start",
+              "state_reset_prob")
 
 
 def register(subparsers) -> None:
@@ -35,6 +36,10 @@ def register(subparsers) -> None:
     p.add_argument("--tie-weights", action="store_true")
     add_regularizer_args(p)
     add_lr_decay_args(p)
+    p.add_argument("--state-reset-prob", type=float, default=0.02,
+                   help="chance that a stream row's state is zeroed before a batch, so each "
+                        "model keeps meeting the zero state validation starts from "
+                        "(default 0.02; 0 turns it off)")
     p.add_argument("--kn-order", type=int, default=5)
     p.add_argument("--max-steps-per-epoch", type=int, default=None, help="for smoke tests")
     add_json_arg(p)
