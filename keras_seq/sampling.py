@@ -24,6 +24,28 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
+def special_ids(tokenizer) -> list[int]:
+    """Ids a generator must never produce: ``<pad>`` and ``<unk>`` (when the vocabulary
+    has them). ``<eos>`` stays: it is a line break."""
+    ids = (getattr(tokenizer, "pad_id", None), getattr(tokenizer, "unk_id", None))
+    return sorted({int(i) for i in ids if i is not None})
+
+
+def without_ids(logits: np.ndarray, ids) -> np.ndarray:
+    """A copy of ``logits`` in which ``ids`` get (finite) logits so low that no sampler picks
+    them while another token has any probability.
+
+    >>> without_ids(np.array([5.0, 1.0, 0.0]), [0]).argmax()
+    1
+    """
+    out = np.array(logits, dtype=np.float64).reshape(-1)
+    if len(ids):
+        finite = out[np.isfinite(out)]
+        floor = (finite.min() if finite.size else 0.0) - 1e4
+        out[list(ids)] = floor
+    return out
+
+
 class Sampler:
     """Base class: ``sampler(logits, rng) -> id``. Subclasses override :meth:`probabilities`."""
 

@@ -97,3 +97,31 @@ def test_empty_and_unknown_prompts(export):
         lm.generate("the cat", 0)
     with pytest.raises(KerasSeqError, match="outside the vocabulary"):
         lm.step(10_000)
+
+
+def test_generation_never_produces_pad_or_unk_and_eos_is_a_line_break(export):
+    out, _ = export
+    lm = LiteRTLM(out / "step_float32.tflite")
+    tok = lm.tokenizer
+    real_step = lm.step
+
+    def favour_specials(token_id):  # a model that loves <unk> and <pad>
+        logits = real_step(token_id).copy()
+        logits[[tok.unk_id, tok.pad_id]] = logits.max() + 50.0
+        lm.logits = logits
+        return logits
+
+    lm.step = favour_specials
+    ids, _ = lm.generate("the cat", 40, GreedySampler())
+    assert tok.unk_id not in ids and tok.pad_id not in ids
+    ids, _ = lm.generate("the cat", 40, TopKSampler(5), seed=1)
+    assert tok.unk_id not in ids and tok.pad_id not in ids
+    assert all(w not in ("<unk>", "<pad>") for w, _ in lm.suggest(5))
+    # <eos> prints as a line break, and the next word starts the line without a space.
+    lm.step = real_step
+    lm.reset()
+    lm.feed_ids([tok.eos_id, int(tok.encode("cat")[0])])
+    assert lm.token_text(int(tok.encode("cat")[0])) == "cat"
+    lm.feed_ids([int(tok.encode("sat")[0])])
+    assert lm.token_text(int(tok.encode("sat")[0])) == " sat"
+    assert lm.token_text(tok.eos_id) == "\n"

@@ -58,3 +58,20 @@ def test_make_sampler_and_repetition():
         make_sampler("beam")
     assert repetition_score(list("abcdefgh")) == 0
     assert repetition_score(list("abab" * 10)) > 0.8
+
+
+def test_special_ids_are_never_sampled():
+    from keras_seq.data.tokenizers import make_tokenizer
+    from keras_seq.sampling import special_ids, without_ids
+
+    tok = make_tokenizer("word").fit("a b c\nb c\n")
+    banned = special_ids(tok)
+    assert banned == sorted({tok.pad_id, tok.unk_id}) and tok.eos_id not in banned
+    logits = np.zeros(tok.vocab_size)
+    logits[banned] = 30.0  # the model's favourites
+    masked = without_ids(logits, banned)
+    assert np.isfinite(masked).all() and set(np.argsort(-masked)[:3]).isdisjoint(banned)
+    rng = np.random.default_rng(0)
+    draws = {TopPSampler(0.99)(masked, rng) for _ in range(200)}
+    assert draws.isdisjoint(banned)
+    np.testing.assert_array_equal(without_ids(logits, []), logits)

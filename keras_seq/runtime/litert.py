@@ -27,7 +27,7 @@ import numpy as np
 from keras_seq.data.tokenizers import EOS, load_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.runtime.metadata import read_metadata
-from keras_seq.sampling import Sampler, TopKSampler
+from keras_seq.sampling import Sampler, TopKSampler, special_ids, without_ids
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -50,9 +50,12 @@ class LiteRTLM:
         tokenizer: a tokenizer object or path; default: the ``tokenizer.json`` named by the
             metadata, next to the model.
         num_threads: interpreter threads (LiteRT's default is 1).
+        xnnpack: apply LiteRT's default XNNPACK delegate (``False``: builtin kernels only,
+            to see which ops XNNPACK accelerates).
     """
 
-    def __init__(self, model_path: str | Path, tokenizer=None, num_threads: int = 1):
+    def __init__(self, model_path: str | Path, tokenizer=None, num_threads: int = 1,
+                 xnnpack: bool = True):
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
         self.path = Path(model_path)
@@ -62,7 +65,7 @@ class LiteRTLM:
         self.state_names = list(self.meta.get("state_names", []))
         self.vocab_size = int(self.meta["vocab_size"])
         kwargs = {}
-        if "WHILE" in self.meta.get("ops", []):
+        if not xnnpack or "WHILE" in self.meta.get("ops", []):
             # XNNPACK cannot reshape the tensors inside a WHILE body ("failed to reshape
             # runtime"): run such models on the builtin kernels.
             kwargs["experimental_op_resolver_type"] = \
@@ -219,9 +222,10 @@ class LiteRTLM:
         rng = np.random.default_rng(seed)
         if self.logits is None:
             self.step(self.start_id())
+        banned = special_ids(self.tokenizer)  # never <pad> or <unk>
         out, micros = [], []
         for _ in range(max_tokens):
-            token = sampler(self.logits, rng)
+            token = sampler(without_ids(self.logits, banned), rng)
             t0 = time.perf_counter_ns()
             self.step(token)
             micros.append((time.perf_counter_ns() - t0) / 1e3)
@@ -276,4 +280,7 @@ class LiteRTLM:
             return tok
         if tok == EOS:
             return "\n"
+        previous = self.history[-2] if len(self.history) >= 2 else None
+        if previous is None or previous == self.tokenizer.eos_id:
+            return tok  # the first word of a line: no leading space
         return " " + tok

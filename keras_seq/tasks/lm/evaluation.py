@@ -20,7 +20,7 @@ from keras_seq.layers.state import reset_recurrent_states
 from keras_seq.metrics import PerplexityResult
 from keras_seq.models.nplm import NPLM
 from keras_seq.models.rnn_lm import RecurrentLM
-from keras_seq.sampling import Sampler, TopKSampler
+from keras_seq.sampling import Sampler, TopKSampler, special_ids, without_ids
 from keras_seq.tasks.lm.config import LMConfig
 
 
@@ -163,9 +163,10 @@ def generate_tokens(model: RecurrentLM, tokenizer, prompt: str, max_tokens: int,
         x = prompt_ids[None]
 
     logits = np.asarray(step(x))[0]
+    banned = special_ids(tokenizer)  # never <pad> or <unk>
     out = []
     for _ in range(max_tokens):
-        token = sampler(logits, rng)
+        token = sampler(without_ids(logits, banned), rng)
         out.append(token)
         if on_token is not None:
             on_token(token)
