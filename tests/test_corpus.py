@@ -125,7 +125,35 @@ def test_offline_without_cache_names_the_file(tmp_path, monkeypatch):
 
 def test_cached_file_with_wrong_checksum(tmp_path, monkeypatch):
     monkeypatch.setenv("KERAS_SEQ_DATA_DIR", str(tmp_path))
-    (tmp_path / "tinyshakespeare.txt").write_text("not shakespeare\n")
+    (tmp_path / "ptb.train.txt").write_text("not the penn treebank\n")
+    with pytest.raises(DataError, match="pinned md5"):
+        load_corpus("ptb")
+
+
+def test_tinyshakespeare_is_bundled_and_loads_offline(tmp_path, monkeypatch):
+    # No data folder, no Keras cache, no network: the xz copy in the package is used.
+    monkeypatch.setenv("KERAS_SEQ_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
+    import keras
+
+    def offline(*args, **kwargs):
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(keras.utils, "get_file", offline)
+    corpus = load_corpus("tinyshakespeare")
+    assert corpus.sha256 == SHAKESPEARE_SHA
+    bundled = corpus_mod.BUNDLED_DIR / "tinyshakespeare.txt.xz"
+    assert bundled.stat().st_size <= 1_000_000  # ≤ 1 MB on disk
+
+
+def test_damaged_bundled_copy_is_refused(tmp_path, monkeypatch):
+    import lzma
+
+    monkeypatch.setattr(corpus_mod, "BUNDLED_DIR", tmp_path)
+    (tmp_path / "tinyshakespeare.txt.xz").write_bytes(b"not xz at all")
+    with pytest.raises(DataError, match="is damaged"):
+        load_corpus("tinyshakespeare")
+    (tmp_path / "tinyshakespeare.txt.xz").write_bytes(lzma.compress(b"other text\n"))
     with pytest.raises(DataError, match="pinned sha256"):
         load_corpus("tinyshakespeare")
 

@@ -45,6 +45,7 @@ class RemoteFile:
     origin: str
     file_hash: str  # sha256 (64 hex digits) or md5 (32) as published for the file
     member: str | None = None  # path inside a zip archive, if the download is one
+    bundled: str | None = None  # an xz copy shipped in keras_seq/data/corpora (offline)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,10 @@ REGISTRY: dict[str, RegistryEntry] = {
                 "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
                 "tinyshakespeare/input.txt",
                 "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+                # Shakespeare's plays are in the public domain; this selection is the
+                # input.txt of Karpathy's char-rnn (MIT licence), shipped xz-compressed
+                # (364,404 bytes) so that it loads offline, with no download.
+                bundled="tinyshakespeare.txt.xz",
             )
         },
     ),
@@ -334,7 +339,33 @@ def fetch(remote: RemoteFile, data_dir: str | os.PathLike | None = None) -> Path
         ) from None
 
 
+BUNDLED_DIR = Path(__file__).parent / "corpora"
+
+
+def read_bundled(remote: RemoteFile) -> bytes | None:
+    """The bytes of the copy shipped in the package, checked against the pinned sha256;
+    ``None`` when the file has no bundled copy (or the package was installed without it)."""
+    if remote.bundled is None or not (BUNDLED_DIR / remote.bundled).is_file():
+        return None
+    import lzma
+
+    path = BUNDLED_DIR / remote.bundled
+    try:
+        raw = lzma.decompress(path.read_bytes())
+    except lzma.LZMAError as err:
+        raise DataError(f"the bundled corpus {path} is damaged ({err}); reinstall keras-seq "
+                        f"or place {remote.fname} from {remote.origin} in the data folder") \
+            from None
+    if hashlib.sha256(raw).hexdigest() != remote.file_hash:
+        raise DataError(f"the bundled corpus {path} does not decompress to the pinned sha256 "
+                        f"{remote.file_hash}; reinstall keras-seq")
+    return raw
+
+
 def _read_remote(remote: RemoteFile, data_dir) -> bytes:
+    bundled = read_bundled(remote)
+    if bundled is not None:
+        return bundled
     path = fetch(remote, data_dir)
     if remote.member is None:
         return path.read_bytes()
