@@ -35,7 +35,7 @@ def without_ids(logits: np.ndarray, ids) -> np.ndarray:
     """A copy of ``logits`` in which ``ids`` get (finite) logits so low that no sampler picks
     them while another token has any probability.
 
-    >>> without_ids(np.array([5.0, 1.0, 0.0]), [0]).argmax()
+    >>> int(without_ids(np.array([5.0, 1.0, 0.0]), [0]).argmax())
     1
     """
     out = np.array(logits, dtype=np.float64).reshape(-1)
