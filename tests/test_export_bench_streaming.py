@@ -133,3 +133,66 @@ def test_the_verdict_is_printed():
     report.update(rows=rows, verdict=score_rows(rows))
     assert "target: MISSED (no quantized model within the PPL tolerance)" in \
         format_report(report)
+
+
+def test_rounds_give_the_speedup_spread_round_by_round():
+    base = _row("tflite step_float32", 1, [np.full(5, 300.0), np.full(5, 330.0),
+                                          np.full(5, 310.0)], 4096, 0.0)
+    fast = _row("tflite step_int8", 1, [np.full(5, 100.0), np.full(5, 100.0),
+                                       np.full(5, 124.0)], 1024, 0.2)
+    assert base["p50_rounds_us"] == [300.0, 330.0, 310.0]
+    verdict = score_rows([base, fast])
+    # each round's fp32 over the same round's int8: 3.0, 3.3, 2.5
+    assert fast["speedup_range"] == pytest.approx([310 / 124, 3.3])
+    assert verdict["speedup_range"] == pytest.approx([310 / 124, 3.3])
+    report = {"model": {"cell": "lstm", "num_layers": 1, "units": 8, "embed_dim": 8,
+                        "vocab_size": 20}, "tokens": 5, "warmup": 1, "keras_val_ppl": 9.0,
+              "rows": [base, fast], "verdict": verdict}
+    text = format_report(report)
+    assert "(rounds 2.50–3.30×)" in text and "300.0–330.0" in text
+
+
+def test_interleaved_rounds_alternate_the_runtimes_on_their_own_streams():
+    from keras_seq.benchmarks.streaming import interleaved_streams
+
+    order, seen = [], {"a": [], "b": []}
+
+    def stepper(name):
+        return (lambda: order.append(name), seen[name].append)
+
+    timed = interleaved_streams({"a": stepper("a"), "b": stepper("b")},
+                                {"a": np.arange(5), "b": np.arange(10, 14)}, 1, 3)
+    assert order == ["a", "b", "b", "a", "a", "b"]  # the order rotates every round
+    assert seen["a"][:5] == [0, 1, 2, 3, 4] and seen["b"][:4] == [10, 11, 12, 13]
+    assert [len(t) for t in timed["a"]] == [4, 4, 4] and len(timed["b"]) == 3
+    with pytest.raises(ValueError, match="rounds must be"):
+        interleaved_streams({"a": stepper("a")}, np.arange(3), 1, 0)
+
+
+def test_bench_fused_scores_alike_with_and_without_xnnpack(tmp_path_factory, capsys):
+    run = trained_run(tmp_path_factory)
+    assert main(["bench", "fused", "--run-dir", str(run), "--tokens", "40",
+                 "--seq-length", "8", "--rounds", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    models = {(r["model"], r["xnnpack"]) for r in report["rows"]}
+    assert models == {(g, x) for g in ("step_float32", "step_fused_float32",
+                                       "sequence_float32", "sequence_fused_float32")
+                      for x in ("on", "off")}
+    for r in report["rows"]:
+        assert r["us_per_token"] > 0 and len(r["rounds_us"]) == 2
+        assert r["max_abs_logp_diff"] < 1e-3  # every graph scores the same stream alike
+    fused = next(r for r in report["rows"] if r["model"] == "step_fused_float32")
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in fused["ops"]
+
+
+def test_quantizing_prints_no_tf_lite_interpreter_deprecation(tmp_path_factory, tmp_path):
+    import warnings
+
+    from keras_seq.export.tflite import export_tflite
+
+    run = trained_run(tmp_path_factory)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        export_tflite(run, tmp_path / "q", variants=("int8",), graphs=("step",),
+                      check_parity=False, printer=lambda *a: None)
+    assert not [w for w in caught if "tf.lite.Interpreter is deprecated" in str(w.message)]

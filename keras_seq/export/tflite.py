@@ -29,10 +29,12 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +103,16 @@ def _converter(saved_dir, signature: str, variant: str, representative=None,
 INTEGER_VARIANTS = ("int8", "int16x8")
 
 
+@contextlib.contextmanager
+def _converter_warnings():
+    """Silence the one warning keras-seq cannot fix: the converter's own calibrator (int8 /
+    int16x8 variants) builds a ``tf.lite.Interpreter``, which warns that it is deprecated in
+    favour of ``ai_edge_litert``. Everything keras-seq runs itself uses ``ai_edge_litert``."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"(?s).*tf\.lite\.Interpreter is deprecated")
+        yield
+
+
 def convert(saved_dir, signature: str, variant: str, representative=None) -> tuple[bytes, str]:
     """Convert one signature; returns ``(flatbuffer, note)``.
 
@@ -111,15 +123,16 @@ def convert(saved_dir, signature: str, variant: str, representative=None) -> tup
     :func:`float_ops`); an empty note means integer kernels throughout, float only at the
     model's inputs and outputs.
     """
-    try:
-        flat, note = _converter(saved_dir, signature, variant, representative).convert(), ""
-    except Exception as err:  # noqa: BLE001 - the converter raises many kinds
-        if variant not in INTEGER_VARIANTS:
-            raise
-        first = str(err).strip().splitlines()[-1][:200] if str(err).strip() else repr(err)
-        conv = _converter(saved_dir, signature, variant, representative, fallback=True)
-        flat = conv.convert()
-        note = f"integer-only conversion failed ({first}); float fallback allowed"
+    with _converter_warnings():
+        try:
+            flat, note = _converter(saved_dir, signature, variant, representative).convert(), ""
+        except Exception as err:  # noqa: BLE001 - the converter raises many kinds
+            if variant not in INTEGER_VARIANTS:
+                raise
+            first = str(err).strip().splitlines()[-1][:200] if str(err).strip() else repr(err)
+            conv = _converter(saved_dir, signature, variant, representative, fallback=True)
+            flat = conv.convert()
+            note = f"integer-only conversion failed ({first}); float fallback allowed"
     if variant in INTEGER_VARIANTS:
         ops = float_ops(flat)
         kept = [op for op in ops if op not in ("QUANTIZE", "DEQUANTIZE")] or ops
@@ -391,7 +404,7 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
                 meta = {**base_meta, "graph": graph, "variant": variant,
                         "signature": graph, "batch": ginfo["batch"],
                         "length": ginfo["length"], "state_names": ginfo["state_names"],
-                        "state_shapes": {n: [ginfo["batch"], lm_graphs.units]
+                        "state_shapes": {n: lm_graphs.state_shapes(ginfo["batch"])[n]
                                          for n in ginfo["state_names"]},
                         "inputs": ginfo["inputs"], "outputs": ginfo["outputs"],
                         "ops": ops, "note": note, "size_bytes": len(flat)}

@@ -1,0 +1,33 @@
+"""``keras-seq bench fused``: the fused TFLite LSTM op against the explicit step and window
+graphs, scoring the same tokens, XNNPACK on and off."""
+
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "fused", help="fused UNIDIRECTIONAL_SEQUENCE_LSTM vs the explicit graph: µs per "
+        "scored token, step and window models, XNNPACK on/off")
+    p.add_argument("--run-dir", required=True, help="a `keras-seq train lm` LSTM run")
+    p.add_argument("--seq-length", type=int, default=32, help="window of the sequence models")
+    p.add_argument("--tokens", type=int, default=2000, help="validation tokens scored")
+    p.add_argument("--rounds", type=int, default=3, help="rounds, models alternated")
+    p.add_argument("--out", default=None, help="keep the exported models here")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=cmd_fused)
+
+
+def cmd_fused(args) -> int:
+    import json
+
+    from keras_seq.benchmarks.fused import format_report, run_fused_benchmark
+
+    for flag, value in (("--seq-length", args.seq_length), ("--tokens", args.tokens),
+                        ("--rounds", args.rounds)):
+        if value < 1:
+            raise ValueError(f"{flag} must be ≥ 1, got {value}")
+    report = run_fused_benchmark(args.run_dir, out_dir=args.out, seq_length=args.seq_length,
+                                 tokens=args.tokens, rounds=args.rounds,
+                                 printer=lambda *a: None if args.json else print(*a))
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
