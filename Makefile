@@ -27,14 +27,14 @@ test: $(STAMP)
 test-all: $(STAMP)
 	KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} $(PYTEST)
 
-# The main job on the embedded corpus (offline, ~10 min on 2 cores): train an LSTM LM and a
-# Kneser-Ney n-gram, compare perplexity, export SavedModel + TFLite variants, benchmark
-# streaming latency, then show the LiteRT-only demo on a scripted input.
+# The main job, offline (~10 min on 2 cores): Kneser-Ney n-grams of orders 2-5 and an LSTM LM
+# on tinyshakespeare (shipped in the package), SavedModel + TFLite export, the on-device
+# benchmark (neural vs n-gram), the demo model and a summary table; then the LiteRT-only demo.
 DEMO_OUT ?= runs/pipeline
 demo: $(STAMP)
-	$(BIN)/keras-seq data stats --data python-docs --tokenizer word
-	$(BIN)/keras-seq pipeline --data python-docs --out $(DEMO_OUT) --minutes 10
-	printf 'the built-in function\nthe list\n/gen 12\n' | \
+	$(BIN)/keras-seq data stats --data tinyshakespeare --tokenizer word --min-count 2
+	$(BIN)/keras-seq pipeline --out $(DEMO_OUT) --minutes 10
+	printf 'my lord\nthe king is\n/gen 30\n' | \
 	    $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite --lines
 	@echo "Try it yourself: $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite"
 
