@@ -117,10 +117,10 @@ def _ngram_steppers(ngram: dict) -> tuple[dict, dict, np.ndarray]:
     """
     from keras_seq.ngram.compact import NgramStream
 
-    steppers, sizes = {}, {}
+    steppers, sizes, order = {}, {}, ngram["best_order"]
     for name, model, path, index in (
-            (ngram_runtime(ngram, "arpa"), ngram["model"], ngram["arpa"], "hash"),
-            (ngram_runtime(ngram, "compact"), ngram["compact"], ngram["compact_path"], "trie")):
+            (ngram_runtime(order, "arpa"), ngram["model"], ngram["arpa"], "hash"),
+            (ngram_runtime(order, "compact"), ngram["compact"], ngram["compact_path"], "trie")):
         stream = NgramStream(model, index=index)
         steppers[name] = (stream.reset, stream.step)
         sizes[name] = path.stat().st_size
@@ -128,9 +128,8 @@ def _ngram_steppers(ngram: dict) -> tuple[dict, dict, np.ndarray]:
     return steppers, sizes, ids
 
 
-def ngram_runtime(ngram: dict, form: str) -> str:
-    """The benchmark row name of the n-gram in ``form`` (``arpa`` or ``compact``)."""
-    order = ngram["best_order"] if "best_order" in ngram else ngram["order"]
+def ngram_runtime(order: int, form: str) -> str:
+    """The benchmark row name of the order-``order`` n-gram in ``form`` (``arpa``/``compact``)."""
     return (f"ngram KN{order} arpa [hash]" if form == "arpa"
             else f"ngram KN{order} compact-q8 [trie]")
 
@@ -341,8 +340,9 @@ def summary_rows(summary: dict, manifest: dict, report: dict) -> list[dict]:
     by_runtime = {r["runtime"]: r for r in report["rows"] if r["threads"] in (1, "-")}
     ng = summary["ngram"]
     rows = []
-    for name, ppl, size in ((ngram_runtime(ng, "arpa"), ng["val"]["ppl"], ng["arpa_bytes"]),
-                            (ngram_runtime(ng, "compact"), ng["compact_val_ppl"],
+    for name, ppl, size in ((ngram_runtime(ng["order"], "arpa"), ng["val"]["ppl"],
+                             ng["arpa_bytes"]),
+                            (ngram_runtime(ng["order"], "compact"), ng["compact_val_ppl"],
                              ng["compact_bytes"])):
         r = by_runtime.get(name, {})
         rows.append({"model": name, "val_ppl": ppl, "size_kib": size / 1024,

@@ -125,6 +125,10 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
     def _bias_init(self):
         return self.bias_initializer
 
+    def _recurrent_rows(self):
+        """Rows of ``recurrent_kernel``: the size of the fed-back ``h``."""
+        return self.units
+
     def build(self, input_shape):
         input_dim = input_shape[-1]
         cols = self.num_gates * self.units
@@ -136,7 +140,7 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
             constraint=self.kernel_constraint,
         )
         self.recurrent_kernel = self.add_weight(
-            shape=(self.units, cols),
+            shape=(self._recurrent_rows(), cols),
             name="recurrent_kernel",
             initializer=self.recurrent_initializer,
             regularizer=self.recurrent_regularizer,

@@ -108,6 +108,35 @@ def simple_rnn_sequence(xs, h0, kernel_rec, relu=False):
     return run(xs, h0, kernel_rec)
 
 
+def _lstm_gates(z, units, cifg):
+    """``(i, f, g, o)`` from pre-activations ``z`` (last axis ``G·U``, gate order i, f, c, o;
+    CIFG: f, c, o with ``i = 1 − f``)."""
+    sig = tf.sigmoid(z)  # the candidate block's sigmoid is unused
+    if cifg:
+        f, _, o = tf.split(sig, 3, -1)
+        return 1.0 - f, f, tf.tanh(z[..., units : 2 * units]), o
+    i, f, _, o = tf.split(sig, 4, -1)
+    return i, f, tf.tanh(z[..., 2 * units : 3 * units]), o
+
+
+def _lstm_backward_factors(zs, cs, c0, units, cifg):
+    """Every per-step factor of an LSTM's backward pass, for the whole sequence at once.
+
+    Returns ``(f, o, tanh(c), d_c_from_out, factors)``, each ``(T, B, ·)``: the cell
+    gradient gains ``d_out · d_c_from_out`` from the step's output ``o ⊙ tanh(c)``, and
+    ``dz = [dc, …, dc, d_out] · factors`` (``G·U`` wide).
+    """
+    i, f, g, o = _lstm_gates(zs, units, cifg)
+    tc, cp = tf.tanh(cs), _shift(c0, cs)
+    d_c_from_out = o * (1.0 - tc * tc)
+    d_o = tc * o * (1.0 - o)
+    if cifg:  # c = f·c_prev + (1 - f)·g
+        factors = [(cp - g) * f * (1.0 - f), (1.0 - f) * (1.0 - g * g), d_o]
+    else:
+        factors = [g * i * (1.0 - i), cp * f * (1.0 - f), i * (1.0 - g * g), d_o]
+    return f, o, tc, d_c_from_out, tf.concat(factors, -1)
+
+
 def lstm_sequence(xs, h0, c0, kernel_rec, cifg=False):
     """LSTM (tanh / sigmoid) over time; returns ``(hs, h_T, c_T)``.
 
@@ -122,13 +151,7 @@ def lstm_sequence(xs, h0, c0, kernel_rec, cifg=False):
     def step(carry, elems):
         h, c = carry
         z = elems[0] + tf.matmul(h, kernel_rec)  # (B, G·U)
-        sig = tf.sigmoid(z)  # the candidate block's sigmoid is unused
-        if cifg:
-            f, _, o = tf.split(sig, 3, 1)
-            i, g = 1.0 - f, tf.tanh(z[:, units : 2 * units])
-        else:
-            i, f, _, o = tf.split(sig, 4, 1)
-            g = tf.tanh(z[:, 2 * units : 3 * units])
+        i, f, g, o = _lstm_gates(z, units, cifg)  # 4 × (B, U)
         c = f * c + i * g  # (B, U)
         h = o * tf.tanh(c)  # (B, U)
         return (h, c), (h, c, z)
@@ -140,21 +163,7 @@ def lstm_sequence(xs, h0, c0, kernel_rec, cifg=False):
         def grad(d_hs, d_hT, d_cT):
             d_hs = _with_final(d_hs, d_hT, hs)
             # Per-step factors for the whole sequence at once, (T, B, ·).
-            sig = tf.sigmoid(zs)
-            if cifg:
-                f, _, o = tf.split(sig, 3, 2)
-                i, g = 1.0 - f, tf.tanh(zs[:, :, units : 2 * units])
-            else:
-                i, f, _, o = tf.split(sig, 4, 2)
-                g = tf.tanh(zs[:, :, 2 * units : 3 * units])
-            tc, cp = tf.tanh(cs), _shift(c0, cs)
-            d_c_from_h = o * (1.0 - tc * tc)  # dc += dh * this
-            d_o = tc * o * (1.0 - o)
-            if cifg:  # c = f·c_prev + (1 - f)·g
-                factors = [(cp - g) * f * (1.0 - f), (1.0 - f) * (1.0 - g * g), d_o]
-            else:
-                factors = [g * i * (1.0 - i), cp * f * (1.0 - f), i * (1.0 - g * g), d_o]
-            factors = tf.concat(factors, 2)  # (T, B, G·U): dz = [dc, .., dc, dh] * factors
+            f, _, _, d_c_from_h, factors = _lstm_backward_factors(zs, cs, c0, units, cifg)
             kernel_t = tf.transpose(kernel_rec)  # (G·U, U)
 
             def back(carry, elems):
@@ -301,13 +310,7 @@ def lstmp_sequence(xs, h0, c0, kernel_rec, kernel_proj, cifg=False):
     def step(carry, elems):
         h, c = carry  # (B, P), (B, U)
         z = elems[0] + tf.matmul(h, kernel_rec)  # (B, G·U)
-        sig = tf.sigmoid(z)  # the candidate block's sigmoid is unused
-        if cifg:
-            f, _, o = tf.split(sig, 3, 1)
-            i, g = 1.0 - f, tf.tanh(z[:, units : 2 * units])
-        else:
-            i, f, _, o = tf.split(sig, 4, 1)
-            g = tf.tanh(z[:, 2 * units : 3 * units])
+        i, f, g, o = _lstm_gates(z, units, cifg)  # 4 × (B, U)
         c = f * c + i * g  # (B, U)
         h = tf.matmul(o * tf.tanh(c), kernel_proj)  # (B, U) @ (U, P) -> (B, P)
         return (h, c), (h, c, z)
@@ -319,21 +322,8 @@ def lstmp_sequence(xs, h0, c0, kernel_rec, kernel_proj, cifg=False):
         def grad(d_hs, d_hT, d_cT):
             d_hs = _with_final(d_hs, d_hT, hs)  # (T, B, P)
             # Per-step factors for the whole sequence at once, (T, B, ·).
-            sig = tf.sigmoid(zs)
-            if cifg:
-                f, _, o = tf.split(sig, 3, 2)
-                i, g = 1.0 - f, tf.tanh(zs[:, :, units : 2 * units])
-            else:
-                i, f, _, o = tf.split(sig, 4, 2)
-                g = tf.tanh(zs[:, :, 2 * units : 3 * units])
-            tc, cp = tf.tanh(cs), _shift(c0, cs)
-            d_c_from_m = o * (1.0 - tc * tc)  # dc += dm * this
-            d_o = tc * o * (1.0 - o)
-            if cifg:  # c = f·c_prev + (1 - f)·g
-                factors = [(cp - g) * f * (1.0 - f), (1.0 - f) * (1.0 - g * g), d_o]
-            else:
-                factors = [g * i * (1.0 - i), cp * f * (1.0 - f), i * (1.0 - g * g), d_o]
-            factors = tf.concat(factors, 2)  # (T, B, G·U): dz = [dc, .., dc, dm] * factors
+            # m_t = o ⊙ tanh(c) is what the projection reads: dc += dm * d_c_from_m
+            f, o, tc, d_c_from_m, factors = _lstm_backward_factors(zs, cs, c0, units, cifg)
             kernel_t = tf.transpose(kernel_rec)  # (G·U, P)
             proj_t = tf.transpose(kernel_proj)  # (P, U)
 

@@ -101,32 +101,11 @@ class LSTMPCell(LSTMCell):
         self.state_size = [proj_units, units]  # [h, c]
         self.output_size = proj_units
 
+    def _recurrent_rows(self):
+        return self.proj_units  # recurrent_kernel (P, G·U): h is projected
+
     def build(self, input_shape):
-        input_dim = input_shape[-1]
-        cols = self.num_gates * self.units
-        self.kernel = self.add_weight(
-            shape=(input_dim, cols),
-            name="kernel",
-            initializer=self.kernel_initializer,
-            regularizer=self.kernel_regularizer,
-            constraint=self.kernel_constraint,
-        )
-        self.recurrent_kernel = self.add_weight(
-            shape=(self.proj_units, cols),
-            name="recurrent_kernel",
-            initializer=self.recurrent_initializer,
-            regularizer=self.recurrent_regularizer,
-            constraint=self.recurrent_constraint,
-        )
-        self.bias = None
-        if self.use_bias:
-            self.bias = self.add_weight(
-                shape=self._bias_shape(),
-                name="bias",
-                initializer=self._bias_init(),
-                regularizer=self.bias_regularizer,
-                constraint=self.bias_constraint,
-            )
+        super().build(input_shape)  # kernel (D, G·U), recurrent_kernel (P, G·U), bias
         self.projection_kernel = self.add_weight(
             shape=(self.units, self.proj_units),
             name="projection_kernel",

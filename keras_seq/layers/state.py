@@ -11,14 +11,18 @@
 from __future__ import annotations
 
 
+def stateful_layers(model) -> list:
+    """Every stateful recurrent layer inside ``model`` (those with ``reset_state``)."""
+    return [layer for layer in model._flatten_layers(include_self=False, recursive=True)
+            if getattr(layer, "stateful", False) and hasattr(layer, "reset_state")]
+
+
 def reset_recurrent_states(model) -> int:
     """Reset every stateful layer inside ``model`` (Keras 3 has no ``Model.reset_states``).
 
     Returns the number of layers reset.
     """
-    count = 0
-    for layer in model._flatten_layers(include_self=False, recursive=True):
-        if getattr(layer, "stateful", False) and hasattr(layer, "reset_state"):
-            layer.reset_state()
-            count += 1
-    return count
+    layers = stateful_layers(model)
+    for layer in layers:
+        layer.reset_state()
+    return len(layers)

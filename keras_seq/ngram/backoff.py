@@ -40,6 +40,34 @@ from keras_seq.ngram.counts import (
 LN10 = math.log(10.0)
 
 
+def backoff_log10probs(ending, pos, order: int, strict: bool, prob, backoff) -> np.ndarray:
+    """The backoff rule, vectorised over a stream: log10 p of every token at ``pos ≥ 1``.
+
+    ``ending[n - 1]``: the row of the n-gram ending at each position (``-1``: not in the
+    model); ``prob(n, rows)`` / ``backoff(k, rows)``: log10 values of order-n rows. Each
+    token takes its longest matched n-gram's probability plus the backoffs of the longer
+    contexts that were not matched; ``strict`` makes a token with no full-length match
+    impossible.
+    """
+    N = order
+    j = np.flatnonzero(pos >= 1)
+    avail = np.minimum(N, pos[j] + 1)  # longest n-gram that fits the history
+    longest = np.zeros(j.size, dtype=np.int64)
+    for n in range(1, N + 1):
+        longest = np.where((ending[n - 1][j] >= 0) & (n <= avail), n, longest)
+    out = np.empty(j.size, dtype=np.float64)
+    for n in range(1, N + 1):
+        sel = longest == n
+        out[sel] = prob(n, ending[n - 1][j[sel]])
+    for k in range(1, N):  # backoffs of contexts longer than the matched one
+        ctx = ending[k - 1][j - 1]
+        use = (k >= longest) & (k <= avail - 1) & (ctx >= 0)
+        out[use] += backoff(k, ctx[use])
+    if strict:
+        out[longest < avail] = -np.inf
+    return out
+
+
 class BackoffModel:
     """N-gram log10 probabilities and backoff weights, one table per order.
 
@@ -71,24 +99,10 @@ class BackoffModel:
 
     def token_log10probs(self, stream: TokenStream) -> np.ndarray:
         """log10 p of every predicted token of ``stream`` (all ids except each ``<s>``)."""
-        V, N = len(self.vocab), self.order
-        ending = stream_type_ids(self.tables, stream, V)
-        j = np.flatnonzero(stream.pos >= 1)
-        avail = np.minimum(N, stream.pos[j] + 1)  # longest n-gram that fits the history
-        longest = np.zeros(j.size, dtype=np.int64)
-        for n in range(1, N + 1):
-            longest = np.where((ending[n - 1][j] >= 0) & (n <= avail), n, longest)
-        out = np.empty(j.size, dtype=np.float64)
-        for n in range(1, N + 1):
-            sel = longest == n
-            out[sel] = self.log10_prob[n - 1][ending[n - 1][j[sel]]]
-        for k in range(1, N):  # backoffs of contexts longer than the matched one
-            ctx = ending[k - 1][j - 1]
-            use = (k >= longest) & (k <= avail - 1) & (ctx >= 0)
-            out[use] += self.log10_backoff[k - 1][ctx[use]]
-        if self.strict:
-            out[longest < avail] = -np.inf
-        return out
+        ending = stream_type_ids(self.tables, stream, len(self.vocab))
+        return backoff_log10probs(ending, stream.pos, self.order, self.strict,
+                                  lambda n, rows: self.log10_prob[n - 1][rows],
+                                  lambda k, rows: self.log10_backoff[k - 1][rows])
 
     def _context_ids(self, context: list[int]) -> list[int]:
         """Type ids of the context's suffixes of length 1, 2, … (stops at the first miss)."""

@@ -71,7 +71,7 @@ import zlib
 import numpy as np
 
 from keras_seq.errors import DataError, KerasSeqError
-from keras_seq.ngram.backoff import BackoffModel
+from keras_seq.ngram.backoff import BackoffModel, backoff_log10probs
 from keras_seq.ngram.counts import (
     BOS,
     EOS,
@@ -525,22 +525,7 @@ class CompactNgram:
             j = np.flatnonzero(pos >= n - 1)
             e[j] = self.find(n, ending[-1][j - 1], ids[j])
             ending.append(e)
-        j = np.flatnonzero(pos >= 1)
-        avail = np.minimum(N, pos[j] + 1)
-        longest = np.zeros(j.size, dtype=np.int64)
-        for n in range(1, N + 1):
-            longest = np.where((ending[n - 1][j] >= 0) & (n <= avail), n, longest)
-        out = np.empty(j.size, dtype=np.float64)
-        for n in range(1, N + 1):
-            sel = longest == n
-            out[sel] = self.prob(n, ending[n - 1][j[sel]])
-        for k in range(1, N):
-            ctx = ending[k - 1][j - 1]
-            use = (k >= longest) & (k <= avail - 1) & (ctx >= 0)
-            out[use] += self.backoff(k, ctx[use])
-        if self.strict:
-            out[longest < avail] = -np.inf
-        return out
+        return backoff_log10probs(ending, pos, N, self.strict, self.prob, self.backoff)
 
     def to_backoff_model(self) -> BackoffModel:
         """The model as a :class:`~keras_seq.ngram.backoff.BackoffModel` (dequantized

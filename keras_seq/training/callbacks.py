@@ -25,7 +25,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from keras_seq.layers.state import reset_recurrent_states
+from keras_seq.layers.state import reset_recurrent_states, stateful_layers
 from keras_seq.runs import write_json_atomic
 
 
@@ -72,9 +72,8 @@ class RowStateResets(keras.callbacks.Callback):
         self.epoch = int(epoch)
 
     def _state_variables(self):
-        for layer in self.model._flatten_layers(include_self=False, recursive=True):
-            if getattr(layer, "stateful", False) and getattr(layer, "states", None):
-                yield from layer.states
+        for layer in stateful_layers(self.model):
+            yield from layer.states or ()
 
     def on_train_batch_begin(self, batch, logs=None):
         if not self.prob:
