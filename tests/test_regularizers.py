@@ -39,7 +39,7 @@ FUSED = {LSTM: "lstm_sequence", GRU: "gru_sequence", SimpleRNN: "simple_rnn_sequ
 def test_weight_drop_samples_its_own_mask_on_the_fused_path(layer_cls, monkeypatch):
     import inspect
 
-    from keras_seq.layers import _base, _fused
+    from keras_seq.layers import _fast_rnn, _fused
 
     rate, units = 0.3, 64
     x = np.random.default_rng(2).normal(size=(4, 7, 5)).astype("float32")
@@ -59,7 +59,7 @@ def test_weight_drop_samples_its_own_mask_on_the_fused_path(layer_cls, monkeypat
         raise AssertionError("weight dropout left the fused path")
 
     monkeypatch.setattr(_fused, FUSED[layer_cls], spy)
-    monkeypatch.setattr(_base, "fast_rnn", per_step_loop)
+    monkeypatch.setattr(_fast_rnn, "fast_rnn", per_step_loop)
     kernel, rec, *bias = layer.get_weights()
 
     out = np.asarray(layer(x, training=True))

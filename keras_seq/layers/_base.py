@@ -7,30 +7,43 @@ A cell splits one step into two halves so that every path runs the same math:
 - ``recurrent_step(x_proj, states, params, rec_mask)``: everything that depends
   on the previous state (one fused recurrent matmul).
 
-Three paths:
+Who runs them:
 
 1. ``Cell.call`` chains the two halves for one step; this is what
    ``keras.layers.RNN(cell)`` runs.
-2. ``FastRNN.inner_loop`` (the layers) projects all timesteps in one matmul and,
-   with no mask and no recurrent dropout, runs ``fused_sequence``: a
-   ``tf.while_loop`` with a hand-written gradient (``_fused.py``).
-3. Otherwise (masks, recurrent dropout, custom activations, ``unroll=True``)
-   it loops over ``recurrent_step`` with autodiff (``_fast_rnn.py``).
+2. ``FastRNN.inner_loop`` (the layers) picks one of three paths per call
+   (:mod:`keras_seq.layers.dispatch`): the backend's fused cuDNN kernel on a GPU
+   (``cudnn_sequence``; LSTM and GRU), the TensorFlow fused loop with a hand-written
+   gradient (``fused_sequence``, ``_fused.py``), or a loop over ``recurrent_step``
+   with autodiff (masks, recurrent dropout, custom activations, ``unroll=True``, and
+   every non-TensorFlow backend without a GPU).
+
+Everything here computes with ``keras.ops``, so the cells and layers build, train and
+save under the TensorFlow, JAX and PyTorch backends; TensorFlow is imported only on
+its own paths.
 """
 
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
 from keras import activations, constraints, initializers, ops, regularizers
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
-from keras_seq.layers._fast_rnn import fast_rnn
+from keras_seq.layers import dispatch
 
 
 def read(variable):
-    """A variable's current value as a plain tensor (gradients still reach it)."""
-    return tf.convert_to_tensor(variable)
+    """A variable's current value as a plain tensor (gradients still reach it).
+
+    On TensorFlow ``ops.convert_to_tensor`` can hand back the ``tf.Variable`` itself,
+    which ``tf.custom_gradient`` (the fused loop) refuses; a plain tensor is what it takes.
+    """
+    value = ops.convert_to_tensor(variable)
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.convert_to_tensor(value)
+    return value
 
 
 def activation_name(fn):
@@ -183,13 +196,14 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
         """
         kernel = read(self.recurrent_kernel)
         if training and self.weight_dropout > 0:
-            kernel = kernel * self.get_weight_dropout_mask()  # (U, G·U)
+            kernel = kernel * self.get_weight_dropout_mask(kernel.dtype)  # (U, G·U)
         return {"recurrent_kernel": kernel}
 
-    def get_weight_dropout_mask(self):
+    def get_weight_dropout_mask(self, dtype=None):
         """The cached ``recurrent_kernel`` mask (scaled by ``1/(1-rate)``), one per sequence."""
         if getattr(self, "_weight_dropout_mask", None) is None:
-            ones = ops.ones_like(self.recurrent_kernel)
+            ones = ops.ones(tuple(self.recurrent_kernel.shape),
+                            dtype=dtype or self.recurrent_kernel.dtype)
             self._weight_dropout_mask = keras.random.dropout(
                 ones, rate=self.weight_dropout, seed=self.seed_generator)
         return self._weight_dropout_mask
@@ -206,6 +220,18 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
     def supports_fused(self):
         """Whether ``fused_sequence`` handles this cell's settings (activations)."""
         return False
+
+    #: ``"lstm"`` or ``"gru"`` for cells with a fused cuDNN kernel (``cudnn_sequence``).
+    cudnn_kind = None
+
+    def cudnn_sequence(self, sequences, states, mask, params, return_sequences, go_backwards):
+        """The backend's fused cuDNN kernel over ``sequences (B, T, D)`` (Keras's backend
+        ``lstm()``/``gru()``, with ``params["recurrent_kernel"]``, already weight-dropped).
+
+        Returns ``(last (B, U), outputs (B, T or 1, U), states)``; raises
+        NotImplementedError when the backend declines.
+        """
+        raise NotImplementedError
 
     def fused_sequence(self, xs, states, params):
         """Whole-sequence kernel with a hand-written gradient (``_fused.py``).
@@ -250,15 +276,26 @@ class FastRNN(keras.layers.RNN):
 
     Masking, ``return_sequences``, ``return_state``, ``go_backwards``, ``stateful``
     and ``Bidirectional`` come from ``keras.layers.RNN``; only ``inner_loop`` is
-    replaced: the fused kernel (``_fused.py``) when there is no mask, no
-    recurrent dropout and standard activations, else the autodiff loop
-    (``_fast_rnn.py``). Subclasses build their cell and pass it here.
+    replaced, by one of three paths (:mod:`keras_seq.layers.dispatch`): the backend's
+    fused cuDNN kernel on a GPU (LSTM and GRU, ``use_cudnn``), the TensorFlow fused
+    loop with a hand-written gradient (``_fused.py``) when there is no mask, no
+    recurrent dropout and standard activations, else a step loop (``_fast_rnn.py`` on
+    TensorFlow, Keras's backend loop elsewhere). ``last_path`` names the path the
+    latest call took. Subclasses build their cell and pass it here.
     """
 
-    def __init__(self, cell, **kwargs):
-        kwargs.pop("use_cudnn", None)  # in Keras LSTM/GRU configs; no cuDNN path here
+    def __init__(self, cell, use_cudnn="auto", **kwargs):
         super().__init__(cell, **kwargs)
+        self.use_cudnn = dispatch.check_use_cudnn(use_cudnn)
+        if use_cudnn is True and dispatch.fused_kernel_blockers(self):
+            raise ValueError(
+                f"{type(self).__name__}: received use_cudnn=True, but this configuration "
+                "cannot run the fused cuDNN kernel: "
+                + "; ".join(dispatch.fused_kernel_blockers(self))
+                + ". Change those arguments, or pass use_cudnn='auto'."
+            )
         self.input_spec = keras.layers.InputSpec(ndim=3)
+        self.last_path = None
 
     def __getattr__(self, name):
         # Keras's LSTM/GRU expose the cell's arguments as layer attributes.
@@ -270,40 +307,88 @@ class FastRNN(keras.layers.RNN):
     def inner_loop(self, sequences, initial_state, mask, training=False):
         if isinstance(mask, (list, tuple)):
             mask = mask[0]
-        if keras.backend.backend() != "tensorflow":
-            return super().inner_loop(sequences, initial_state, mask, training=training)
         cell = self.cell
         if training and cell.dropout > 0:
             # One mask per sequence, as in the per-step path (variational dropout).
             dp_mask = cell.get_dropout_mask(sequences[:, 0, :])  # (B, D)
             sequences = sequences * ops.expand_dims(dp_mask, 1)  # (B, T, D)
+        # Weight drop: the recurrent kernel is masked here, once per batch, so that every
+        # path (the cuDNN kernel included) runs the same dropped weights.
+        params = cell.step_params(training=training)
+        use_kernel, _ = dispatch.decide(self, mask)
+        if use_kernel:
+            return self._cudnn_loop(sequences, initial_state, mask, params, training)
+        return self._own_loop(sequences, initial_state, mask, params, training)
+
+    def _cudnn_loop(self, sequences, initial_state, mask, params, training):
+        """The backend's fused kernel; a run-time check sends a mask TensorFlow's kernel
+        would refuse (not right-padded, or an empty row) to the loop instead."""
+        if keras.backend.backend() == "tensorflow":
+            self.supports_jit = False  # cuDNN ops don't compile under XLA (as Keras's LSTM)
+        self.last_path = "cudnn"
+
+        def kernel():
+            return self.cell.cudnn_sequence(
+                sequences, list(initial_state), mask, params,
+                return_sequences=self.return_sequences, go_backwards=self.go_backwards)
+
+        try:
+            if mask is None:
+                return kernel()
+            import tensorflow as tf  # only the TensorFlow backend reaches here with a mask
+
+            def loop():
+                return self._own_loop(sequences, initial_state, mask, params, training)
+
+            return tf.cond(dispatch.cudnn_mask_ok(mask), kernel, loop)
+        except NotImplementedError as err:  # the backend declined (e.g. an old cuDNN)
+            if self.use_cudnn is True:
+                raise ValueError(
+                    f"{self.name}: use_cudnn=True, but the {keras.backend.backend()} "
+                    f"backend declined the fused kernel ({err or 'no reason given'}). Pass "
+                    "use_cudnn='auto' to run the keras-seq loop instead."
+                ) from err
+            return self._own_loop(sequences, initial_state, mask, params, training)
+
+    def _own_loop(self, sequences, initial_state, mask, params, training):
+        cell = self.cell
         rec_mask = None
         if training and cell.recurrent_dropout > 0:
             rec_mask = cell.get_recurrent_dropout_mask(initial_state[0])  # (B, U)
-        params = cell.step_params(training=training)
-        if mask is None and rec_mask is None and not self.unroll and cell.supports_fused():
+        tensorflow = keras.backend.backend() == "tensorflow"
+        if (tensorflow and mask is None and rec_mask is None and not self.unroll
+                and cell.supports_fused()):
+            self.last_path = "fused-loop"
             # Time-major before projecting: moving (B, T, D) is cheaper than (B, T, G·U).
-            seq_t = tf.transpose(sequences, [1, 0, 2])  # (T, B, D)
+            seq_t = ops.transpose(sequences, (1, 0, 2))  # (T, B, D)
             if self.go_backwards:
-                seq_t = tf.reverse(seq_t, [0])
+                seq_t = ops.flip(seq_t, 0)
             xs = cell.project_inputs(seq_t)  # (T, B, G·U), one matmul
             hs, states = cell.fused_sequence(xs, list(initial_state), params)  # (T, B, U)
             last = hs[-1]  # (B, U)
-            seq = tf.transpose(hs, [1, 0, 2]) if self.return_sequences else last[:, None]
+            seq = ops.transpose(hs, (1, 0, 2)) if self.return_sequences else last[:, None]
             return last, seq, list(states)
+        self.last_path = "loop"
         x_proj = cell.project_inputs(sequences)  # (B, T, G·U), one matmul
 
         def step(x_t, states):
-            return cell.recurrent_step(x_t, states, params, rec_mask)
+            return cell.recurrent_step(x_t, list(states), params, rec_mask)
 
-        return fast_rnn(
-            step,
-            x_proj,
-            list(initial_state),
-            mask=mask,
-            go_backwards=self.go_backwards,
-            unroll=self.unroll,
-            return_sequences=self.return_sequences,
+        if tensorflow:
+            from keras_seq.layers._fast_rnn import fast_rnn
+
+            return fast_rnn(
+                step, x_proj, list(initial_state), mask=mask,
+                go_backwards=self.go_backwards, unroll=self.unroll,
+                return_sequences=self.return_sequences,
+                zero_output_for_mask=self.zero_output_for_mask,
+            )
+        from keras.src import backend
+
+        return backend.rnn(
+            step, x_proj, list(initial_state), go_backwards=self.go_backwards, mask=mask,
+            unroll=self.unroll, input_length=sequences.shape[1],
+            return_all_outputs=self.return_sequences,
             zero_output_for_mask=self.zero_output_for_mask,
         )
 
@@ -313,6 +398,8 @@ class FastRNN(keras.layers.RNN):
     def get_config(self):
         config = super().get_config()
         del config["cell"]
+        if getattr(self.cell, "cudnn_kind", None):
+            config["use_cudnn"] = self.use_cudnn
         config["activity_regularizer"] = regularizers.serialize(self.activity_regularizer)
         return {**config, **self.cell.arg_config()}
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_seq.layers import _fused
 from keras_seq.layers._base import BaseCell, FastRNN, activation_name, read
 
 _CELL_ARGS = (
@@ -142,11 +141,27 @@ class GRUCell(BaseCell):
         h = z * h_tm1 + (1.0 - z) * hh  # (B, U)
         return h, [h]
 
+    cudnn_kind = "gru"
+
+    def cudnn_sequence(self, sequences, states, mask, params, return_sequences, go_backwards):
+        from keras.src import backend
+
+        return backend.gru(
+            sequences, states[0], mask,  # (B, T, D), (B, U), (B, T)
+            kernel=self.kernel, recurrent_kernel=params["recurrent_kernel"],
+            bias=self.bias, activation=self.activation,
+            recurrent_activation=self.recurrent_activation,
+            return_sequences=return_sequences, go_backwards=go_backwards,
+            reset_after=self.reset_after,
+        )
+
     def supports_fused(self):
         names = activation_name(self.activation), activation_name(self.recurrent_activation)
         return names == ("tanh", "sigmoid")
 
     def fused_sequence(self, xs, states, params):
+        from keras_seq.layers import _fused  # TensorFlow only
+
         hs, h = _fused.gru_sequence(
             xs,
             states[0],
@@ -179,6 +194,9 @@ class GRU(FastRNN):
         stateful: Carry the final state of batch ``k`` into batch ``k + 1``;
             needs a static batch size; ``reset_state()`` zeroes it.
         unroll: Force a Python-unrolled loop (short sequences are unrolled anyway).
+        use_cudnn: ``"auto"`` (default) runs the backend's fused cuDNN kernel on a GPU
+            when the configuration allows it (:mod:`keras_seq.layers.dispatch`),
+            ``False`` never, ``True`` always (an error naming the reason when it can't).
         activity_regularizer: Regularizer applied to the layer's output.
 
     Call arguments:
@@ -223,6 +241,7 @@ class GRU(FastRNN):
         stateful=False,
         unroll=False,
         reset_after=True,
+        use_cudnn="auto",
         **kwargs,
     ):
         cell = GRUCell(
@@ -255,5 +274,6 @@ class GRU(FastRNN):
             go_backwards=go_backwards,
             stateful=stateful,
             unroll=unroll,
+            use_cudnn=use_cudnn,
             **kwargs,
         )

@@ -18,7 +18,6 @@ from __future__ import annotations
 import keras
 from keras import initializers, ops
 
-from keras_seq.layers import _fused
 from keras_seq.layers._base import BaseCell, FastRNN, activation_name
 
 _CELL_ARGS = (
@@ -142,11 +141,26 @@ class LSTMCell(BaseCell):
         h = gate(z_o) * act(c)  # (B, U)
         return h, [h, c]
 
+    cudnn_kind = "lstm"
+
+    def cudnn_sequence(self, sequences, states, mask, params, return_sequences, go_backwards):
+        from keras.src import backend
+
+        return backend.lstm(
+            sequences, states[0], states[1], mask,  # (B, T, D), (B, U), (B, U), (B, T)
+            kernel=self.kernel, recurrent_kernel=params["recurrent_kernel"],
+            bias=self.bias, activation=self.activation,
+            recurrent_activation=self.recurrent_activation,
+            return_sequences=return_sequences, go_backwards=go_backwards,
+        )
+
     def supports_fused(self):
         names = activation_name(self.activation), activation_name(self.recurrent_activation)
         return names == ("tanh", "sigmoid")
 
     def fused_sequence(self, xs, states, params):
+        from keras_seq.layers import _fused  # TensorFlow only
+
         hs, h, c = _fused.lstm_sequence(
             xs, states[0], states[1], params["recurrent_kernel"], self.coupled_input_forget
         )
@@ -176,6 +190,9 @@ class LSTM(FastRNN):
         stateful: Carry the final states of batch ``k`` into batch ``k + 1``;
             needs a static batch size; ``reset_state()`` zeroes them.
         unroll: Force a Python-unrolled loop (short sequences are unrolled anyway).
+        use_cudnn: ``"auto"`` (default) runs the backend's fused cuDNN kernel on a GPU
+            when the configuration allows it (:mod:`keras_seq.layers.dispatch`),
+            ``False`` never, ``True`` always (an error naming the reason when it can't).
         activity_regularizer: Regularizer applied to the layer's output.
 
     Call arguments:
@@ -223,6 +240,7 @@ class LSTM(FastRNN):
         go_backwards=False,
         stateful=False,
         unroll=False,
+        use_cudnn="auto",
         **kwargs,
     ):
         cell = LSTMCell(
@@ -256,5 +274,6 @@ class LSTM(FastRNN):
             go_backwards=go_backwards,
             stateful=stateful,
             unroll=unroll,
+            use_cudnn=use_cudnn,
             **kwargs,
         )

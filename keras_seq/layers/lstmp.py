@@ -19,7 +19,6 @@ from __future__ import annotations
 import keras
 from keras import constraints, initializers, ops, regularizers
 
-from keras_seq.layers import _fused
 from keras_seq.layers._base import FastRNN, read
 from keras_seq.layers.lstm import _CELL_ARGS, LSTMCell
 
@@ -139,6 +138,8 @@ class LSTMPCell(LSTMCell):
         return h, [h, c]
 
     def fused_sequence(self, xs, states, params):
+        from keras_seq.layers import _fused  # TensorFlow only
+
         # xs (T, B, G·U); states [h (B, P), c (B, U)] -> hs (T, B, P)
         hs, h, c = _fused.lstmp_sequence(
             xs,

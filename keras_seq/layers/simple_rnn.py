@@ -5,7 +5,6 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_seq.layers import _fused
 from keras_seq.layers._base import BaseCell, FastRNN, activation_name
 
 _CELL_ARGS = (
@@ -91,6 +90,8 @@ class SimpleRNNCell(BaseCell):
         return activation_name(self.activation) in ("tanh", "relu")
 
     def fused_sequence(self, xs, states, params):
+        from keras_seq.layers import _fused  # TensorFlow only
+
         relu = activation_name(self.activation) == "relu"
         hs, h = _fused.simple_rnn_sequence(xs, states[0], params["recurrent_kernel"], relu=relu)
         return hs, [h]

@@ -1,19 +1,19 @@
 """Recurrent language model: embedding → stacked keras-seq RNN layers → logits.
 
-Its ``train_step`` records the global gradient norm (before clipping) and one norm per
-layer, which the training callbacks log to TensorBoard; clipping itself is the
-optimizer's ``global_clipnorm``.
+Every training step logs the global gradient norm (before clipping) and one norm per
+layer (``grad_norm``, ``grad_norm/<layer>``: :mod:`keras_seq.models._grad_norms`), on
+every Keras backend; clipping itself is the optimizer's ``global_clipnorm``.
 """
 
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
 from keras import layers, ops
 
 from keras_seq import layers as seq_layers
 from keras_seq.layers.state import reset_recurrent_states
 from keras_seq.models._build import BuildByCalling
+from keras_seq.models._grad_norms import GradNormLogs
 
 CELLS = {
     "rnn": seq_layers.SimpleRNN,
@@ -46,7 +46,7 @@ class TiedLogits(layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
-class RecurrentLM(BuildByCalling, keras.Model):
+class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
     """Word- or character-level recurrent language model.
 
     Args:
@@ -181,8 +181,6 @@ class RecurrentLM(BuildByCalling, keras.Model):
                          "bias_initializer": init()["bias_initializer"]} if init() else
                         {"kernel_initializer": keras.initializers.RandomUniform(-0.1, 0.1)})
             self.head = layers.Dense(vocab_size, name="logits", **out_init)
-        self.grad_norm = tf.Variable(0.0, trainable=False, name="grad_norm")
-        self.layer_grad_norms = None
 
     def call(self, inputs, training=None):
         x = self.embedding(inputs)  # (B, T, E)
@@ -215,40 +213,12 @@ class RecurrentLM(BuildByCalling, keras.Model):
         return clone
 
     # -- training ------------------------------------------------------------------------
-    def _layer_groups(self):
+    def grad_norm_groups(self):
         groups = {"embedding": self.embedding}
         for rnn in self.rnns:
             groups[rnn.name] = rnn
         groups["logits"] = self.head
         return groups
-
-    def train_step(self, data):
-        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        with tf.GradientTape() as tape:
-            y_pred = self(x, training=True)
-            loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
-        variables = self.trainable_variables
-        grads = tape.gradient(loss, variables)
-        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-                 for g in grads]
-        self.grad_norm.assign(tf.linalg.global_norm(grads))
-        if self.layer_grad_norms is None:
-            self.layer_grad_norms = {
-                name: tf.Variable(0.0, trainable=False, name=f"grad_norm_{name}")
-                for name in self._layer_groups()
-            }
-        ids = {id(v): g for v, g in zip(variables, grads)}
-        for name, layer in self._layer_groups().items():
-            layer_grads = [ids[id(v)] for v in layer.trainable_variables if id(v) in ids]
-            if layer_grads:
-                self.layer_grad_norms[name].assign(tf.linalg.global_norm(layer_grads))
-        self.optimizer.apply(grads, variables)
-        for metric in self.metrics:
-            if metric.name == "loss":
-                metric.update_state(loss)
-            else:
-                metric.update_state(y, y_pred, sample_weight)
-        return {m.name: m.result() for m in self.metrics}
 
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size,

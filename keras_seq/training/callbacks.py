@@ -117,7 +117,14 @@ class PTBLearningRate(keras.callbacks.Callback):
 
 
 class GradientNormLogger(keras.callbacks.Callback):
-    """Write ``grad_norm/global``, ``grad_norm/<layer>`` and ``learning_rate`` every N steps."""
+    """Write ``grad_norm/global``, ``grad_norm/<layer>``, ``learning_rate`` and the batch loss
+    to TensorBoard every N steps.
+
+    The norms come from the step's logs (``grad_norm``, ``grad_norm/<layer>``: models with
+    :class:`keras_seq.models._grad_norms.GradNormLogs`), so this works on every Keras
+    backend; the writer is TensorFlow's ``tf.summary``, and without TensorFlow installed
+    the logger says so once and writes nothing.
+    """
 
     def __init__(self, log_dir: str | Path, every: int = 50):
         super().__init__()
@@ -126,24 +133,30 @@ class GradientNormLogger(keras.callbacks.Callback):
         self._step = 0
 
     def on_train_begin(self, logs=None):
-        import tensorflow as tf
-
+        try:
+            import tensorflow as tf
+        except ImportError:
+            print("note: TensorBoard gradient-norm logs need TensorFlow (pip install "
+                  "tensorflow); training goes on without them.")
+            return
         self._writer = tf.summary.create_file_writer(self.log_dir)
-        self._step = int(self.model.optimizer.iterations.numpy())
+        self._step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
 
     def on_train_batch_end(self, batch, logs=None):
+        self._step += 1
+        if self._writer is None or self._step % self.every or not logs or "grad_norm" not in logs:
+            return
         import tensorflow as tf
 
-        self._step += 1
-        if self._step % self.every or getattr(self.model, "layer_grad_norms", None) is None:
-            return
         with self._writer.as_default(step=self._step):
-            tf.summary.scalar("grad_norm/global", self.model.grad_norm)
-            for name, value in self.model.layer_grad_norms.items():
-                tf.summary.scalar(f"grad_norm/{name}", value)
-            tf.summary.scalar("learning_rate", self.model.optimizer.learning_rate)
-            if logs and "loss" in logs:
-                tf.summary.scalar("batch/loss", logs["loss"])
+            tf.summary.scalar("grad_norm/global", float(logs["grad_norm"]))
+            for key, value in logs.items():
+                if key.startswith("grad_norm/"):
+                    tf.summary.scalar(key, float(value))
+            rate = keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
+            tf.summary.scalar("learning_rate", float(rate))
+            if "loss" in logs:
+                tf.summary.scalar("batch/loss", float(logs["loss"]))
 
     def on_train_end(self, logs=None):
         if self._writer is not None:

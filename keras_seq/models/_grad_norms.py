@@ -1,0 +1,95 @@
+"""Gradient norms in the training logs, on every Keras backend.
+
+:class:`GradNormLogs` is a ``keras.Model`` mixin. Its ``train_step`` is Keras's own (so
+loss scaling, metrics and distribution behave as in Keras on TensorFlow, JAX and
+PyTorch); the model's optimizer gets a thin hook on ``apply`` — the one call every
+backend's step makes with the gradients — that measures, before clipping,
+
+- ``grad_norm``: the global L2 norm of all gradients, and
+- ``grad_norm/<layer>``: one per group of layers the model names (:meth:`grad_norm_groups`),
+
+and the step adds them to its logs (so ``fit``'s callbacks, the CSV and TensorBoard see
+them). Clipping itself is the optimizer's ``global_clipnorm``/``clipnorm``.
+
+Example:
+
+>>> import numpy as np, keras
+>>> class Tiny(GradNormLogs, keras.Sequential):
+...     pass
+>>> model = Tiny([keras.Input((3,)), keras.layers.Dense(1, name="out")])
+>>> model.compile("sgd", "mse")
+>>> history = model.fit(np.ones((4, 3)), np.ones((4, 1)), verbose=0)
+>>> sorted(k for k in history.history if k.startswith("grad_norm"))
+['grad_norm', 'grad_norm/out']
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+
+def _dense(grad):
+    """A gradient as a dense tensor (TensorFlow gives embeddings ``IndexedSlices``)."""
+    if type(grad).__name__ == "IndexedSlices":
+        import tensorflow as tf
+
+        return tf.convert_to_tensor(grad)
+    return grad
+
+
+def global_norm(grads):
+    """``sqrt(Σ ‖g‖²)`` over the non-None gradients, in float32."""
+    squares = [ops.sum(ops.square(ops.cast(_dense(g), "float32"))) for g in grads if g is not None]
+    return ops.sqrt(ops.sum(ops.stack(squares))) if squares else ops.zeros(())
+
+
+class GradNormLogs:
+    """Mixin for ``keras.Model``: ``grad_norm`` and ``grad_norm/<group>`` in every step's logs."""
+
+    def grad_norm_groups(self) -> dict:
+        """``{group name: layer}``; the default is one group per direct sub-layer."""
+        return {layer.name: layer for layer in self.layers}
+
+    def _hook_optimizer(self, optimizer):
+        # Hooked when the first step is traced, not in compile(): a model that overrides
+        # compile() is not compiled by keras.saving.load_model.
+        if getattr(optimizer, "_grad_norm_hook_for", None) == id(self):
+            return
+        apply = type(optimizer).apply.__get__(optimizer)
+        model = self
+
+        def apply_and_measure(grads, trainable_variables=None):
+            # Dense gradients: Keras clips an embedding's IndexedSlices by the norm of its
+            # rows, duplicates and all, which is not the norm of the gradient.
+            grads = [None if g is None else _dense(g) for g in grads]
+            variables = (optimizer._trainable_variables if trainable_variables is None
+                         else trainable_variables)
+            model._measure(grads, list(variables), optimizer)
+            return apply(grads, trainable_variables)
+
+        optimizer.apply = apply_and_measure  # an instance attribute: not serialized
+        optimizer._grad_norm_hook_for = id(self)
+
+    def _measure(self, grads, variables, optimizer):
+        scale = getattr(optimizer, "dynamic_scale", None)  # a LossScaleOptimizer's
+        unscale = 1.0 if scale is None else 1.0 / ops.cast(ops.convert_to_tensor(scale), "float32")
+        by_id = {id(v): g for v, g in zip(variables, grads)}
+        by_path = {getattr(v, "path", None): g for v, g in zip(variables, grads)}
+        norms = {"grad_norm": global_norm(grads) * unscale}
+        for name, layer in self.grad_norm_groups().items():
+            group = [by_id.get(id(v), by_path.get(v.path)) for v in layer.trainable_variables]
+            if any(g is not None for g in group):
+                norms[f"grad_norm/{name}"] = global_norm(group) * unscale
+        self._pending_grad_norms = norms
+
+    def train_step(self, *args):
+        self._pending_grad_norms = {}
+        if self.optimizer is not None:
+            self._hook_optimizer(self.optimizer)
+        out = super().train_step(*args)
+        norms, self._pending_grad_norms = self._pending_grad_norms, {}
+        if keras.backend.backend() == "jax":  # (logs, state)
+            logs, state = out
+            return {**logs, **norms}, state
+        return {**out, **norms}
