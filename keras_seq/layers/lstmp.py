@@ -100,6 +100,8 @@ class LSTMPCell(LSTMCell):
         self.state_size = [proj_units, units]  # [h, c]
         self.output_size = proj_units
 
+    cudnn_kind = None  # cuDNN's LSTM has no recurrent projection
+
     def _recurrent_rows(self):
         return self.proj_units  # recurrent_kernel (P, G·U): h is projected
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import keras
 from keras import ops
 
 
@@ -29,3 +30,13 @@ class BuildByCalling:
     def build_from_config(self, config):
         if config and config.get("input_shape"):
             self.build(config["input_shape"])
+
+
+def logits_dtype() -> str:
+    """The dtype of an output (logits) layer: the global policy's variable dtype.
+
+    Under ``mixed_float16``/``mixed_bfloat16`` the rest of a model computes in half
+    precision while the logits, the softmax and the loss stay in float32 (Keras's
+    mixed-precision guide: the model's last layer in float32).
+    """
+    return keras.config.dtype_policy().variable_dtype

@@ -20,7 +20,7 @@ import keras
 from keras import layers, ops
 
 from keras_seq import layers as seq_layers
-from keras_seq.models._build import BuildByCalling
+from keras_seq.models._build import BuildByCalling, logits_dtype
 
 CELLS = {"rnn": seq_layers.SimpleRNN, "gru": seq_layers.GRU, "lstm": seq_layers.LSTM}
 POOLINGS = ("last", "mean", "attention")
@@ -195,7 +195,7 @@ class SequenceClassifier(BuildByCalling, keras.Model):
         if pooling == "attention":
             self.attention = AttentionPooling(attention_units or max(1, units // 2),
                                               name="attention_pooling")
-        self.head = layers.Dense(num_classes, name="logits")
+        self.head = layers.Dense(num_classes, name="logits", dtype=logits_dtype())
 
     def _states(self, inputs, training=None):
         """Per-step states ``(B, T, H)`` of the top layer and the mask ``(B, T)``."""

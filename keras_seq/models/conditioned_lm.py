@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import layers, ops
 
 from keras_seq import layers as seq_layers
+from keras_seq.models._build import logits_dtype
 from keras_seq.sampling import Sampler, TopKSampler
 
 CELLS = {"rnn": seq_layers.SimpleRNN, "gru": seq_layers.GRU, "lstm": seq_layers.LSTM}
@@ -127,7 +127,7 @@ class ConditionedLM(keras.Model):
         self.rnns = [CELLS[cell](units, return_sequences=True, return_state=True,
                                  name=f"{cell}_{i}") for i in range(num_layers)]
         self.drops = [layers.Dropout(dropout) for _ in range(num_layers + 1)]
-        self.head = layers.Dense(vocab_size, name="logits")
+        self.head = layers.Dense(vocab_size, name="logits", dtype=logits_dtype())
         self._step_fn = None
 
     # -- pieces --------------------------------------------------------------------------
@@ -231,13 +231,17 @@ class ConditionedLM(keras.Model):
                 logits, states = self.step(tokens, cond, states, training=False)
                 return logits[:, -1, :], states  # (1, V)
 
-            self._step_fn = tf.function(last_step, reduce_retracing=True)
-            self._init_fn = tf.function(self.initial_states)
+            self._step_fn, self._init_fn = last_step, self.initial_states
+            if keras.backend.backend() == "tensorflow":  # a graph per shape, not eager ops
+                import tensorflow as tf
+
+                self._step_fn = tf.function(last_step, reduce_retracing=True)
+                self._init_fn = tf.function(self.initial_states)
         states = self._init_fn(cond)
         logits, states = self._step_fn(np.array([prompt], np.int32), cond, states)
         out: list[int] = []
         for _ in range(max_tokens):
-            token = sampler(logits.numpy()[0], rng)
+            token = sampler(ops.convert_to_numpy(logits)[0], rng)
             if stop_id is not None and token == stop_id:
                 break
             out.append(token)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
-from keras_seq.models._build import BuildByCalling
+from keras_seq.models._build import BuildByCalling, logits_dtype
 
 
 def nplm_param_count(vocab_size: int, order: int, embed_dim: int, hidden: int,
@@ -63,8 +63,9 @@ class NPLM(BuildByCalling, keras.Model):
         self.flatten = layers.Reshape(((order - 1) * embed_dim,))
         self.drop = layers.Dropout(dropout)
         self.hidden_layer = layers.Dense(hidden, activation="tanh", name="H")
-        self.output_layer = layers.Dense(vocab_size, name="U")
-        self.direct_layer = layers.Dense(vocab_size, use_bias=False, name="W") if direct else None
+        self.output_layer = layers.Dense(vocab_size, name="U", dtype=logits_dtype())
+        self.direct_layer = layers.Dense(vocab_size, use_bias=False, name="W",
+                                         dtype=logits_dtype()) if direct else None
 
     def call(self, inputs, training=None):
         x = self.flatten(self.embedding(inputs))  # (B, (n−1)·m)

@@ -12,7 +12,7 @@ from keras import layers, ops
 
 from keras_seq import layers as seq_layers
 from keras_seq.layers.state import reset_recurrent_states
-from keras_seq.models._build import BuildByCalling
+from keras_seq.models._build import BuildByCalling, logits_dtype
 from keras_seq.models._grad_norms import GradNormLogs
 
 CELLS = {
@@ -171,7 +171,7 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
         if self.embed_dropout > 0:
             self.embed_drop_seed = keras.random.SeedGenerator()
         if tie_weights:
-            self.head = TiedLogits(self.embedding, name="logits")
+            self.head = TiedLogits(self.embedding, name="logits", dtype=logits_dtype())
         else:
             # Keras's Dense default (Glorot) scales by fan_in + fan_out: with a vocabulary
             # in the thousands the logits barely depend on h at first, and two-layer models
@@ -180,7 +180,8 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
             out_init = ({"kernel_initializer": init()["kernel_initializer"],
                          "bias_initializer": init()["bias_initializer"]} if init() else
                         {"kernel_initializer": keras.initializers.RandomUniform(-0.1, 0.1)})
-            self.head = layers.Dense(vocab_size, name="logits", **out_init)
+            self.head = layers.Dense(vocab_size, name="logits", dtype=logits_dtype(),
+                                     **out_init)
 
     def call(self, inputs, training=None):
         x = self.embedding(inputs)  # (B, T, E)

@@ -25,6 +25,7 @@ from keras import ops
 from keras_seq.layers.bahdanau_attention import BahdanauAttention
 from keras_seq.layers.gru import GRU, GRUCell
 from keras_seq.layers.lstm import LSTM, LSTMCell
+from keras_seq.models._build import logits_dtype
 
 CELLS = {"gru": (GRU, GRUCell), "lstm": (LSTM, LSTMCell)}
 ATTENTIONS = ("bahdanau", "none")
@@ -226,7 +227,8 @@ class Seq2Seq(keras.Model):
         self.decoder = keras.layers.RNN(self.decoder_cell, return_sequences=True,
                                         name="decoder")
         self.dropout = keras.layers.Dropout(self.dropout_rate)
-        self.readout = keras.layers.Dense(self.output_vocab, name="readout")
+        self.readout = keras.layers.Dense(self.output_vocab, name="readout",
+                                          dtype=logits_dtype())
 
     # -- encoder -----------------------------------------------------------------------
     def encode(self, source_ids, training=False):

@@ -18,7 +18,7 @@ from keras import layers, ops
 
 from keras_seq import layers as seq_layers
 from keras_seq.layers.params import count_params
-from keras_seq.models._build import BuildByCalling
+from keras_seq.models._build import BuildByCalling, logits_dtype
 
 CELLS = {"rnn": seq_layers.SimpleRNN, "gru": seq_layers.GRU, "lstm": seq_layers.LSTM}
 # Names that keras_seq.layers.params uses for the same cells.
@@ -168,7 +168,7 @@ class SequenceTagger(BuildByCalling, keras.Model):
             self.rnns.append(rnn)
         self.drops = [layers.Dropout(self.dropout, name=f"dropout_{i}")
                       for i in range(num_layers + 1)]
-        self.head = layers.Dense(num_tags, name="logits")
+        self.head = layers.Dense(num_tags, name="logits", dtype=logits_dtype())
 
     def call(self, inputs, training=None):
         mask = ops.not_equal(inputs, 0)  # (B, T) bool, False at <pad>
