@@ -297,6 +297,22 @@ class FastRNN(keras.layers.RNN):
         self.input_spec = keras.layers.InputSpec(ndim=3)
         self.last_path = None
 
+    @property
+    def variables(self):
+        """Keras's, plus a stateful layer's state variables.
+
+        ``keras.layers.RNN`` keeps its states out of every variable list, so JAX's
+        ``fit`` (which threads only listed variables through its compiled step) drops
+        them: the state is not carried from one batch to the next. Listed here, they
+        travel like dropout seeds do: in the training state, not in ``weights`` or
+        ``.keras`` files.
+        """
+        variables = super().variables
+        if self.stateful and self.states is not None:
+            seen = {id(v) for v in variables}
+            variables.extend(v for v in self.states if id(v) not in seen)
+        return variables
+
     def __getattr__(self, name):
         # Keras's LSTM/GRU expose the cell's arguments as layer attributes.
         cell = self.__dict__.get("cell")

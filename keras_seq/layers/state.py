@@ -23,6 +23,11 @@ def reset_recurrent_states(model) -> int:
     Returns the number of layers reset.
     """
     layers = stateful_layers(model)
+    # Inside JAX's fit the live state is the trainer's, not the variables': write it back
+    # first, and fit reads the variables again before the next step.
+    sync = getattr(model, "jax_state_sync", None)
+    if sync is not None and layers:
+        sync()
     for layer in layers:
         layer.reset_state()
     return len(layers)
