@@ -341,7 +341,6 @@ class FastRNN(keras.layers.RNN):
         would refuse (not right-padded, or an empty row) to the loop instead."""
         if keras.backend.backend() == "tensorflow":
             self.supports_jit = False  # cuDNN ops don't compile under XLA (as Keras's LSTM)
-        self.last_path = "cudnn"
 
         def kernel():
             return self.cell.cudnn_sequence(
@@ -350,13 +349,17 @@ class FastRNN(keras.layers.RNN):
 
         try:
             if mask is None:
-                return kernel()
+                result = kernel()
+                self.last_path = "cudnn"
+                return result
             import tensorflow as tf  # only the TensorFlow backend reaches here with a mask
 
             def loop():
                 return self._own_loop(sequences, initial_state, mask, params, training)
 
-            return tf.cond(dispatch.cudnn_mask_ok(mask), kernel, loop)
+            result = tf.cond(dispatch.cudnn_mask_ok(mask), kernel, loop)
+            self.last_path = "cudnn-or-loop"  # decided per batch by the mask
+            return result
         except NotImplementedError as err:  # the backend declined (e.g. an old cuDNN)
             if self.use_cudnn is True:
                 raise ValueError(

@@ -122,6 +122,14 @@ def cudnn_mask_ok(mask):
     return ops.logical_and(ops.all(ops.equal(mask, prefix)), ops.all(lengths > 0))
 
 
+def backend_blocker(layer) -> str | None:
+    """Why this backend has no fused kernel for ``layer``'s cell (None: it has one)."""
+    if keras.backend.backend() == "jax" and getattr(layer.cell, "cudnn_kind", None) == "gru":
+        # Keras's JAX gru() is a lax.scan like this layer's own loop, on every device.
+        return "the JAX backend has no fused GRU kernel (jax.experimental.rnn has LSTM only)"
+    return None
+
+
 def decide(layer, mask) -> tuple[bool, str]:
     """``(use the fused kernel?, why not)`` for one call of ``layer`` with ``mask``.
 
@@ -130,9 +138,7 @@ def decide(layer, mask) -> tuple[bool, str]:
     if layer.use_cudnn is False:
         return False, "use_cudnn=False"
     reasons = fused_kernel_blockers(layer)
-    blocker = mask_blocker(mask)
-    if blocker:
-        reasons.append(blocker)
+    reasons += [b for b in (backend_blocker(layer), mask_blocker(mask)) if b]
     if not reasons and not gpu_available():
         reasons.append(f"no GPU visible to the {keras.backend.backend()} backend")
     if reasons and layer.use_cudnn is True:

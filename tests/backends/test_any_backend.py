@@ -210,3 +210,57 @@ def test_mixed_bfloat16_training_step(kind):
     assert all(w.dtype == "float32" for w in model.weights)
     assert not np.allclose(keras.ops.convert_to_numpy(before), keras.ops.convert_to_numpy(
         model(ids)))
+
+
+def test_cudnn_mask_check():
+    assert bool(dispatch.cudnn_mask_ok(RIGHT_PADDED))
+    assert not bool(dispatch.cudnn_mask_ok(LEFT_PADDED))
+    empty_row = RIGHT_PADDED.copy()
+    empty_row[2] = False
+    assert not bool(dispatch.cudnn_mask_ok(empty_row))
+
+
+class _FakeKernel:
+    """Stands in for the backend's cuDNN call on a CPU: records what it was given and
+    answers with the loop (so the outputs stay checkable)."""
+
+    def __init__(self, layer):
+        self.layer, self.calls = layer, []
+
+    def __call__(self, sequences, states, mask, params, return_sequences, go_backwards):
+        self.calls.append({"mask": mask, "kernel": keras.ops.convert_to_numpy(
+            params["recurrent_kernel"])})
+        return self.layer._own_loop(sequences, states, mask, params, training=False)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_fused_kernel_dispatch_with_a_gpu(kind, monkeypatch):
+    """With a GPU (faked), the kernel gets the batch unless a mask stops it: a mask off
+    TensorFlow, a left-padded mask on TensorFlow (checked at run time, no error)."""
+    monkeypatch.setattr(dispatch, "gpu_available", lambda: True)
+    if BACKEND == "jax" and kind == "gru":
+        with pytest.raises(ValueError, match="no fused GRU kernel"):
+            GRU(4, use_cudnn=True)(X)
+        return
+    _, theirs = _pair(kind, return_sequences=True)
+    ours_cls, _, args = PAIRS[kind]
+    ours = ours_cls(5, return_sequences=True, weight_dropout=0.5, seed=3, **args)
+    ours(X[:1])
+    ours.set_weights(theirs.get_weights())
+    fake = _FakeKernel(ours)
+    monkeypatch.setattr(ours.cell, "cudnn_sequence", fake)
+    _close(ours(X), theirs(X))
+    assert ours.last_path == "cudnn" and len(fake.calls) == 1
+    ours(X, training=True)  # weight drop: the kernel gets the masked recurrent kernel
+    dropped = fake.calls[-1]["kernel"]
+    assert np.mean(dropped == 0) > 0.2
+    np.testing.assert_allclose(dropped[dropped != 0],
+                               2 * ours.cell.recurrent_kernel.numpy()[dropped != 0], rtol=1e-6)
+    calls = len(fake.calls)
+    _close(ours(X, mask=LEFT_PADDED), theirs(X, mask=LEFT_PADDED))
+    assert len(fake.calls) == calls  # left padding never reaches the kernel
+    ours(X, mask=RIGHT_PADDED)
+    assert len(fake.calls) == calls + (BACKEND == "tensorflow")
+    monkeypatch.setattr(ours, "use_cudnn", False)
+    ours(X)
+    assert ours.last_path != "cudnn" and len(fake.calls) == calls + (BACKEND == "tensorflow")
