@@ -21,8 +21,12 @@ $(STAMP): requirements.txt setup.cfg pyproject.toml
 # small tests, so two workers on two cores finish in 0.66x the serial time (172 s vs 260 s).
 PYTEST := $(BIN)/python -m pytest -q -n auto
 
+# The main run uses the TensorFlow backend; tests/backends (layers and models written
+# backend-neutrally) then runs again under JAX (its CPU wheel is a test dependency).
 test: $(STAMP)
 	KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} $(PYTEST) -m "not slow"
+	KERAS_BACKEND=jax KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} \
+	    $(PYTEST) -m "not slow" -p no:cacheprovider tests/backends
 
 test-all: $(STAMP)
 	KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} $(PYTEST)
@@ -37,6 +41,16 @@ demo: $(STAMP)
 	printf 'my lord\nthe king is\n/gen 30\n' | \
 	    $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite --lines
 	@echo "Try it yourself: $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite"
+
+# The GPU check in one command (run it on a machine with an NVIDIA GPU, e.g. through the
+# workplace's device tool with .whl carried): gpu-marked tests, then keras-seq vs Keras's
+# built-in LSTM/GRU in fp32 and mixed_float16, one table in $OUT/bench_gpu.md. No venv: it
+# uses that machine's python3 (PYTHON=...) and installs .whl/ (scripts/gpu_wheels.sh) if
+# Keras is missing there. BACKEND: jax (default), torch or tensorflow.
+BACKEND ?= jax
+.PHONY: bench-gpu
+bench-gpu:
+	bash scripts/bench_gpu.sh $(BACKEND)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -3,7 +3,8 @@
 Each module in :mod:`keras_seq.commands` adds its own sub-commands through a
 ``register(subparsers)`` function; modules named ``bench_*`` register under
 ``keras-seq bench``. Command modules import TensorFlow only inside the functions
-that run a command, so ``keras-seq --help`` and ``keras-seq ngram ...`` start fast.
+that run a command, so ``keras-seq --help`` and ``keras-seq ngram ...`` start fast, and
+``keras-seq train … --backend NAME`` is read from ``argv`` before anything imports Keras.
 """
 
 from __future__ import annotations
@@ -44,8 +45,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _preselect_backend(argv: list[str]) -> str | None:
+    """Act on ``--backend`` of ``keras-seq train …`` before any command module imports
+    Keras (Keras reads ``KERAS_BACKEND`` once, at its first import). Returns an error
+    message, or None. (``bench`` commands run another backend in a worker process.)"""
+    from keras_seq.backend import requested_backend, select_backend
+    from keras_seq.errors import KerasSeqError
+
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    name = requested_backend(argv) if command == "train" else None
+    if name is None:
+        return None
+    try:
+        select_backend(name)
+    except KerasSeqError as err:
+        if "--debug" in argv:
+            raise
+        return str(err)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    problem = _preselect_backend(argv)
+    if problem:
+        print(f"keras-seq: error: {problem}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

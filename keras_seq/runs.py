@@ -3,13 +3,17 @@
 Every ``keras-seq train TASK`` run directory holds::
 
     config.json        the resolved config, with the run's "kind" (lm, seq2seq, classify,
-                       tag, conditioned) and the keras-seq "version"
+                       tag, conditioned), the keras-seq "version", the Keras "backend"
+                       that started it, "mixed_precision" and "jit_compile"
     *tokenizer.json    the fitted tokenizer(s) (their fingerprints go into every result)
     metrics.csv        one row per epoch (Keras CSVLogger)
-    metrics.json       final results with fingerprints, timing and diagnostics
+    metrics.json       final results with fingerprints, timing, diagnostics and the
+                       backend / mixed precision / jit_compile of the last session
     state.json         epochs done, best val loss, dropout RNG states (exact --resume)
-    checkpoints/       last.keras (weights + optimizer), best.keras (by val loss)
-    tensorboard/       train/ and validation/ (Keras) plus the task's own logs
+    checkpoints/       last.keras (weights + optimizer; loads under any Keras backend),
+                       best.keras (by val loss)
+    tensorboard/       train/ and validation/ (Keras) plus the task's own logs (written
+                       where TensorFlow is installed, whatever the backend)
 
 This module reads and checks them without importing any trainer, so exporters, servers
 and reports can open a run. Writes go through :func:`write_text_atomic`: an interrupted

@@ -41,10 +41,11 @@ def test_no_token_dropped_or_duplicated_except_remainder(n, batch, bptt):
 def test_stream_dataset_yields_same_batches():
     ids = np.arange(500)
     x, y = stream_arrays(ids, 4, 10)
-    got = list(stream_dataset(ids, 4, 10).as_numpy_iterator())
+    got = list(stream_dataset(ids, 4, 10))  # a PyDataset: batch k continues batch k - 1
     assert len(got) == len(x) // 4
     np.testing.assert_array_equal(got[3][0], x[12:16])
     np.testing.assert_array_equal(got[3][1], y[12:16])
+    assert len(stream_dataset(ids, 4, 10, max_batches=2)) == 2
 
 
 @pytest.mark.parametrize("batch,bptt,match", [(0, 5, "batch_size"), (2, 0, "bptt"),

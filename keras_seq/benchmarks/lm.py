@@ -6,6 +6,16 @@ its window size beside KN's perplexity against its order.
 Every run is an ordinary run directory (``OUT/<cell>``), so each number can be re-checked
 with ``keras-seq eval lm --run-dir OUT/<cell>``. The table reports validation perplexity,
 its ratio to KN5's, parameters, minutes and training tokens/s.
+
+``backend``/``device``/``mixed_precision``/``jit_compile`` say how every model trains
+(:mod:`keras_seq.benchmarks.backends`: another backend than this process's, or the CPU of a
+machine with a GPU, runs in a worker process, ``python -m keras_seq.benchmarks.lm``).
+
+:func:`run_speed` (``bench lm --speed``) measures instead the training speed of this
+workload, keras-seq's layers against Keras's built-in ones: the same RecurrentLM as
+``train lm`` builds it (the built-in as ``cell="keras-lstm"`` …), on the corpus's stream
+batches, the two alternating in turns over rounds, on the same backend, device, precision
+and XLA setting; no run directories, no KN.
 """
 
 from __future__ import annotations
@@ -15,9 +25,9 @@ import math
 import time
 from pathlib import Path
 
+from keras_seq.benchmarks import backends
 from keras_seq.layers.params import count_params
 from keras_seq.metrics import check_comparable
-from keras_seq.models.nplm import nplm_param_count
 from keras_seq.tasks.lm.config import LMConfig
 
 
@@ -26,6 +36,8 @@ def model_params(cell: str, vocab: int, embed: int, units: int, layers: int, tie
     """Trainable parameters of a :class:`~keras_seq.models.RecurrentLM` (or, for
     ``cell="nplm"``, of an NPLM reading ``context`` tokens with ``units`` hidden units)."""
     if cell == "nplm":
+        from keras_seq.models.nplm import nplm_param_count
+
         return nplm_param_count(vocab, context + 1, embed, units, direct=False)
     cell_type = {"rnn": "simple_rnn", "gru": "gru", "lstm": "lstm"}[cell]
     total = vocab * embed
@@ -102,6 +114,10 @@ def run_bench(
     seed: int = 1234,
     verbose: int = 2,
     printer=print,
+    backend: str | None = None,
+    device: str | None = None,
+    mixed_precision: str = "off",
+    jit_compile: bool = False,
     **lm_options,
 ) -> dict:
     """Train each cell for ``minutes`` at an equal parameter ``budget``; compare with KN.
@@ -117,13 +133,28 @@ def run_bench(
     the same orders: ``out["by_order"]``.
     ``lm_options`` are further :class:`LMConfig` fields shared by every run (e.g.
     ``weight_dropout=0.3``, ``lr_decay=0.85``).
+
+    ``backend``, ``device``, ``mixed_precision`` and ``jit_compile`` say how every model
+    trains (module docstring); by default, this process's backend, wherever it puts the
+    model, float32, no XLA (JAX always compiles).
     """
+    arguments = {k: v for k, v in locals().items() if k not in ("printer", "lm_options")}
+    backends.check_settings("bench lm", backend, device, mixed_precision, jit_compile)
+    if backends.worker_reason(backend, device):
+        arguments = {**arguments, **lm_options, "out_dir": str(out_dir)}
+        return backends.run_worker("keras_seq.benchmarks.lm", {"mode": "bench", **arguments},
+                                   backend, device)
+    if device is not None:
+        backends.resolve_device("bench lm", device)
     from keras_seq.data.corpus import load_corpus
     from keras_seq.tasks.lm.evaluation import evaluate_run
     from keras_seq.tasks.lm.task import train_lm
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    # How the models compute: only what differs from LMConfig's defaults is passed.
+    computing = {k: v for k, v in (("mixed_precision", mixed_precision),
+                                   ("jit_compile", jit_compile)) if v not in ("off", False)}
     base = LMConfig(
         data=data,
         split_ratio=split_ratio,
@@ -142,6 +173,7 @@ def run_bench(
         max_steps_per_epoch=max_steps_per_epoch,
         seed=seed,
         histogram_freq=0,
+        **computing,
         **lm_options,
     )
     from keras_seq.data.tokenizers import make_tokenizer
@@ -282,3 +314,215 @@ def format_bench(out: dict) -> str:
         lines += [f"{r['order']:>3} {r['nplm_units']:>10} {r['nplm_val_ppl']:>9.2f} "
                   f"{r['kn_val_ppl']:>9.2f}" for r in out["by_order"]]
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------
+# keras-seq vs Keras's built-in layers on this workload (``bench lm --speed``)
+
+SPEED_CELLS = ("rnn", "gru", "lstm")
+#: The RecurrentLM cell of Keras's built-in layer for each keras-seq cell.
+BUILTIN_CELL = {"rnn": "keras-rnn", "gru": "keras-gru", "lstm": "keras-lstm"}
+
+
+def run_speed(
+    *,
+    data: str = "tinyshakespeare",
+    split_ratio: str = "90/10",
+    tokenizer: str = "word",
+    min_count: int = 2,
+    cells=SPEED_CELLS,
+    budget: int | None = None,
+    embed_dim: int = 256,
+    num_layers: int = 2,
+    dropout: float = 0.5,
+    bptt: int = 35,
+    batch_size: int = 20,
+    lr: float = 2e-3,
+    tie_weights: bool = False,
+    seed: int = 1234,
+    steps: int = 20,
+    repeats: int = 5,
+    warmup: int = 2,
+    chunk: int = 5,
+    backend: str | None = None,
+    device: str | None = None,
+    mixed_precision: str = "off",
+    jit_compile: bool = False,
+    progress: bool = True,
+    timeout: float | None = None,
+    **lm_options,
+) -> dict:
+    """Training tokens/s of each cell's LM, keras-seq's layers vs Keras's built-ins.
+
+    The models are ``bench lm``'s (same corpus, vocabulary, sizes, parameter budget,
+    dropout, optimizer, clipping; ``lm_options`` are further :class:`LMConfig` fields), built
+    and compiled by ``train lm``'s ``build_model`` with ``cell`` and with
+    ``cell="keras-<cell>"``. Each takes ``warmup`` untimed steps, then per run the two take
+    turns of ``chunk`` train steps (who goes first alternates) until each did ``steps``, on
+    consecutive stream batches of the training split (stateful, as in training).
+    ``backend``/``device``/``mixed_precision``/``jit_compile``: as in :func:`run_bench`.
+
+    Returns ``{"config", "results", "environment"}``; each result row has the cell, units,
+    parameters, each implementation's tokens/s (best and median run), path and XLA
+    setting, ``ratio`` (median per-run keras-seq/built-in speed) and its spread
+    (``ratio_min``, ``ratio_max``).
+    """
+    arguments = {k: v for k, v in locals().items() if k not in ("lm_options", "timeout")}
+    from keras_seq.benchmarks.cells import check_counts
+
+    check_counts("bench lm --speed", steps=steps, repeats=repeats, warmup=warmup, chunk=chunk)
+    unknown = [c for c in cells if c not in SPEED_CELLS]
+    if unknown:
+        raise ValueError(f"bench lm --speed: received cells {unknown}; expected some of "
+                         f"{', '.join(SPEED_CELLS)} (the ones Keras has built-ins for).")
+    if lm_options.get("weight_dropout"):
+        raise ValueError(f"bench lm --speed: received weight_dropout="
+                         f"{lm_options['weight_dropout']}, but Keras's built-in layers have no "
+                         "weight drop, so the two would not train the same model; drop "
+                         "--weight-dropout (or compare keras-seq with itself via train lm).")
+    backends.check_settings("bench lm", backend, device, mixed_precision, jit_compile)
+    arguments = {**arguments, **lm_options, "cells": list(cells)}
+    if backends.worker_reason(backend, device):
+        return backends.run_worker("keras_seq.benchmarks.lm", {"mode": "speed", **arguments},
+                                   backend, device, timeout=timeout)
+    device_used = backends.resolve_device("bench lm", device)
+    with backends.precision_policy(mixed_precision):
+        return _speed_here(device_used, **arguments)
+
+
+def _speed_here(device_used, *, data, split_ratio, tokenizer, min_count, cells, budget,
+                embed_dim, num_layers, dropout, bptt, batch_size, lr, tie_weights, seed,
+                steps, repeats, warmup, chunk, backend, device, mixed_precision, jit_compile,
+                progress, **lm_options):
+    import keras
+    import numpy as np
+
+    from keras_seq.benchmarks.cells import alternate, speed_row
+    from keras_seq.data.batching import stream_arrays
+    from keras_seq.data.corpus import load_corpus
+    from keras_seq.data.tokenizers import make_tokenizer
+    from keras_seq.tasks.lm.task import build_model
+
+    corpus = load_corpus(data, split=split_ratio)
+    vocab_options = {} if tokenizer == "subword" else {"min_count": min_count}
+    tok = make_tokenizer(tokenizer, **vocab_options).fit(corpus.text("train"))
+    vocab = tok.vocab_size
+    x, y = stream_arrays(tok.encode(corpus.text("train")), batch_size, bptt)
+    n_batches = min(len(x) // batch_size, 64)
+    if n_batches < 1:
+        raise ValueError(f"bench lm --speed: the training split of {data!r} is too short for "
+                         f"one batch of {batch_size} x bptt {bptt}; pass a smaller "
+                         "--batch-size or --bptt.")
+    batches = [(keras.ops.convert_to_tensor(x[k * batch_size:(k + 1) * batch_size]),
+                keras.ops.convert_to_tensor(y[k * batch_size:(k + 1) * batch_size]))
+               for k in range(n_batches)]
+    if budget is None:
+        budget = model_params("lstm", vocab, embed_dim, embed_dim, num_layers, tie_weights)
+    base = LMConfig(data=data, split_ratio=split_ratio, tokenizer=tokenizer,
+                    min_count=None if tokenizer == "subword" else min_count,
+                    embed_dim=embed_dim, num_layers=num_layers, dropout=dropout, bptt=bptt,
+                    batch_size=batch_size, optimizer="adam", lr=lr, tie_weights=tie_weights,
+                    seed=seed, histogram_freq=0, **lm_options).to_dict()
+    jit = backends.jit_setting(jit_compile)
+    if jit:
+        base["jit_compile"] = True
+    impls = ("keras_seq", "builtin")
+    models, units, builtin_paths = {}, {}, {}
+    for cell in cells:
+        units[cell] = units_for_budget(cell, vocab, embed_dim, num_layers, budget, tie_weights)
+        for impl in impls:
+            name = cell if impl == "keras_seq" else BUILTIN_CELL[cell]
+            keras.utils.set_random_seed(seed)
+            model = build_model(LMConfig.from_dict({**base, "cell": name,
+                                                    "units": units[cell]}), vocab)
+            if impl == "builtin":
+                record = []
+                with backends.probe_builtin_path(record):
+                    model.train_on_batch(*batches[0])  # traces the train step
+                builtin_paths[cell] = backends.builtin_path(
+                    record, "simple_rnn" if cell == "rnn" else cell)
+            else:
+                model.train_on_batch(*batches[0])
+            models[cell, impl] = model
+    position = dict.fromkeys(models, 1)
+    for key, model in models.items():  # warm-up after every model is built (bench cells)
+        for _ in range(max(warmup, 1)):
+            model.train_on_batch(*batches[position[key] % n_batches])
+            position[key] += 1
+
+    def stepper(key):
+        model = models[key]
+
+        def run(n):
+            for _ in range(n):
+                logs = model.train_on_batch(*batches[position[key] % n_batches])
+                position[key] += 1
+            float(np.asarray(logs).ravel()[0])  # make sure the work is done
+        return run
+
+    bar = keras.utils.Progbar(len(models) * repeats, unit_name="run") if progress else None
+    times = alternate({key: stepper(key) for key in models}, cells, impls, steps, repeats,
+                      chunk, bar)
+    precision = "fp32" if mixed_precision == "off" else mixed_precision
+    results = []
+    for cell in cells:
+        ours = models[cell, "keras_seq"]
+        layer = (getattr(ours, "rnns", None) or [None])[0]
+        row = {"cell": cell, "units": units[cell], "params": ours.count_params(),
+               "backend": keras.backend.backend(), "device": device_used,
+               "precision": precision,
+               "keras_seq_path": backends.keras_seq_path(layer),
+               "builtin_path": builtin_paths[cell],
+               "keras_seq_jit": backends.jit_label(ours),
+               "builtin_jit": backends.jit_label(models[cell, "builtin"]),
+               "keras_seq_blockers": backends.keras_seq_blockers(layer) if layer else []}
+        row.update(speed_row(times[cell, "keras_seq"], times[cell, "builtin"],
+                             steps * batch_size * bptt))
+        results.append(row)
+    config = {"data": data, "split_ratio": split_ratio, "tokenizer": tokenizer,
+              "vocab_size": vocab, "budget_params": budget, "embed_dim": embed_dim,
+              "num_layers": num_layers, "dropout": dropout, "bptt": bptt,
+              "batch_size": batch_size, "steps": steps, "repeats": repeats, "warmup": warmup,
+              "chunk": chunk, "backend": keras.backend.backend(), "device": device_used,
+              "mixed_precision": mixed_precision, "jit_compile": jit_compile,
+              "lm_options": lm_options}
+    return {"config": config, "results": results, "environment": backends.environment()}
+
+
+def format_speed(out: dict) -> str:
+    """``run_speed``'s report as plain text, one row per cell."""
+    from keras_seq.benchmarks.cells import settings_text
+
+    cfg = out["config"]
+    lines = [
+        f"bench lm --speed: {cfg['data']} ({cfg['split_ratio']}, {cfg['tokenizer']}, vocab "
+        f"{cfg['vocab_size']:,}), {cfg['num_layers']} layers, embed {cfg['embed_dim']}, bptt "
+        f"{cfg['bptt']}, batch {cfg['batch_size']}, budget {cfg['budget_params']:,} params; "
+        f"{cfg['steps']} train steps x {cfg['repeats']} runs per model (turns of "
+        f"{cfg['chunk']}); tok/s of the best run; ours/built-in = median of per-run ratios",
+        f"{'cell':<5} {'units':>5} {'keras-seq tok/s':>16} {'built-in tok/s':>15} "
+        f"{'ours/built-in':>14}  {'spread':<11}  {'settings':<38} path ours / built-in",
+    ]
+    for row in out["results"]:
+        spread = f"{row['ratio_min']:.2f}-{row['ratio_max']:.2f}"
+        lines.append(
+            f"{row['cell']:<5} {row['units']:>5} {row['keras_seq_tokens_per_s']:>16,.0f} "
+            f"{row['builtin_tokens_per_s']:>15,.0f} {row['ratio']:>13.2f}x  {spread:<11}  "
+            f"{settings_text(row):<38} {row['keras_seq_path']} / {row['builtin_path']}"
+        )
+    for row in out["results"]:
+        if row.get("keras_seq_blockers") and row["cell"] != "rnn":
+            lines.append(f"{row['cell']}: no cuDNN kernel for keras-seq: "
+                         f"{'; '.join(row['keras_seq_blockers'])}")
+    return "\n".join(lines)
+
+
+def _worker(mode, **kwargs):
+    # (worker_main sends what run_bench prints to stderr: stdout carries the JSON report)
+    return run_speed(**kwargs) if mode == "speed" else run_bench(**kwargs)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(backends.worker_main(_worker))

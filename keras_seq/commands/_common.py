@@ -75,6 +75,33 @@ def fit_tokenizer(args, corpus):
     return make_tokenizer(args.tokenizer, **options).fit(corpus.text("train"))
 
 
+def add_backend_args(parser: argparse.ArgumentParser) -> None:
+    """``--backend``, ``--mixed-precision`` and ``--jit-compile`` of the train commands
+    (TrainConfig fields; :func:`keras_seq.cli.main` reads ``--backend`` before Keras is
+    imported)."""
+    from keras_seq.backend import BACKENDS, MIXED_PRECISION
+
+    g = parser.add_argument_group("backend")
+    g.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="Keras backend that trains (default: $KERAS_BACKEND, else "
+                        "tensorflow); .keras checkpoints load under any of them")
+    g.add_argument("--mixed-precision", choices=MIXED_PRECISION, default=None,
+                   help="Keras dtype policy: compute in float16/bfloat16 with float32 "
+                        "variables; float16 gets loss scaling (default off)")
+    g.add_argument("--jit-compile", action="store_true", default=None,
+                   help="compile the train step (XLA on TensorFlow, torch.compile on torch; "
+                        "JAX always compiles)")
+
+
+def use_backend(args) -> str:
+    """Select the Keras backend of ``--backend`` (or ``$KERAS_BACKEND``, else tensorflow)
+    before the command imports Keras; sets ``args.backend`` and returns it."""
+    from keras_seq.backend import select_backend
+
+    args.backend = select_backend(getattr(args, "backend", None))
+    return args.backend
+
+
 def add_json_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 

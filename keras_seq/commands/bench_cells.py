@@ -7,6 +7,24 @@ import json
 import sys
 
 
+def add_backend_args(p) -> None:
+    """``--backend``, ``--device``, ``--mixed-precision``, ``--jit-compile`` (bench cells and
+    bench lm): both implementations run under the same settings."""
+    from keras_seq.benchmarks.backends import BACKENDS, DEVICES, PRECISIONS
+
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="Keras backend to measure on (default: this process's, i.e. "
+                        "$KERAS_BACKEND); another one runs in a worker process")
+    p.add_argument("--device", choices=DEVICES, default=None,
+                   help="cpu (hides a GPU) or gpu (an error without one); default: wherever "
+                        "the backend puts it")
+    p.add_argument("--mixed-precision", choices=PRECISIONS, default="off",
+                   help="Keras dtype policy for both implementations (default off = float32)")
+    p.add_argument("--jit-compile", action="store_true",
+                   help="compile train steps with XLA (torch.compile on PyTorch; JAX always "
+                        "compiles)")
+
+
 def register(subparsers) -> None:
     from keras_seq.benchmarks.cells import CELLS, DEFAULTS
 
@@ -41,17 +59,20 @@ def register(subparsers) -> None:
             default=DEFAULTS[name],
             help=f"default {DEFAULTS[name]}",
         )
+    add_backend_args(p)
     p.add_argument("--quick", action="store_true", help="smoke test: 2 steps, 1 repeat, tiny sizes")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(func=run_fn)
 
 
 def run_fn(args) -> int:
-    import tensorflow as tf
-
+    from keras_seq.benchmarks import backends
     from keras_seq.benchmarks.cells import format_report, run_benchmark
 
-    tf.get_logger().setLevel("ERROR")  # one train function per model is expected, not a bug
+    if backends.current_backend() == "tensorflow" and args.backend in (None, "tensorflow"):
+        import tensorflow as tf
+
+        tf.get_logger().setLevel("ERROR")  # one train function per model is expected
 
     sizes = {k: getattr(args, k) for k in ("vocab", "embed", "units", "seq_len", "batch")}
     steps, repeats, warmup = args.steps, args.repeats, args.warmup
@@ -68,6 +89,10 @@ def run_fn(args) -> int:
             warmup=warmup,
             head=args.head,
             chunk=args.chunk,
+            backend=args.backend,
+            device=args.device,
+            mixed_precision=args.mixed_precision,
+            jit_compile=args.jit_compile,
             **sizes,
         )
     if args.json:

@@ -1,8 +1,10 @@
-"""``keras-seq bench lm``: RNN vs GRU vs LSTM language models (equal parameters and time) vs KN."""
+"""``keras-seq bench lm``: RNN vs GRU vs LSTM language models (equal parameters and time) vs KN;
+with ``--speed``, the training speed of that workload, keras-seq's layers vs Keras's."""
 
 from __future__ import annotations
 
 from keras_seq.commands._common import add_json_arg, print_json
+from keras_seq.commands.bench_cells import add_backend_args
 from keras_seq.commands.lm import add_lr_decay_args, add_regularizer_args
 
 # LMConfig fields the shared flags set; unset ones keep LMConfig's defaults.
@@ -42,6 +44,20 @@ def register(subparsers) -> None:
                         "(default 0.02; 0 turns it off)")
     p.add_argument("--kn-order", type=int, default=5)
     p.add_argument("--max-steps-per-epoch", type=int, default=None, help="for smoke tests")
+    add_backend_args(p)
+    speed = p.add_argument_group(
+        "speed", "--speed: keras-seq's layers vs Keras's built-ins on this workload (same "
+        "models, data, backend, device, precision and XLA; no training runs, no KN)")
+    speed.add_argument("--speed", action="store_true",
+                       help="measure training tokens/s of keras-seq vs the built-in for "
+                            "each of --cells (rnn, gru, lstm; default all three)")
+    speed.add_argument("--steps", type=int, default=20, help="timed train steps per run")
+    speed.add_argument("--repeats", type=int, default=5, help="runs (alternating turns)")
+    speed.add_argument("--warmup", type=int, default=2, help="untimed steps per model")
+    speed.add_argument("--chunk", type=int, default=5, help="steps per turn")
+    speed.add_argument("--quick", action="store_true",
+                       help="smoke test of --speed (implies it): 2 steps, 1 run, a tiny one-layer "
+                            "model")
     add_json_arg(p)
     p.set_defaults(func=run)
 
@@ -49,6 +65,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from keras_seq.benchmarks.lm import format_bench, run_bench
 
+    if args.speed or args.quick:
+        return run_speed_fn(args)
     out = run_bench(
         args.out, data=args.data, split_ratio=args.split_ratio, tokenizer=args.tokenizer,
         min_count=args.min_count,
@@ -61,9 +79,43 @@ def run(args) -> int:
         nplm_context=args.nplm_context,
         nplm_orders=tuple(int(n) for n in args.nplm_orders.split(",") if n.strip()),
         verbose=0 if args.json else 2,
+        backend=args.backend, device=args.device, mixed_precision=args.mixed_precision,
+        jit_compile=args.jit_compile,
     )
     if args.json:
         print_json(out)
     else:
         print(format_bench(out))
+    return 0
+
+
+def run_speed_fn(args) -> int:
+    import contextlib
+    import sys
+
+    from keras_seq.benchmarks.lm import SPEED_CELLS, format_speed, run_speed
+
+    cells = tuple(c.strip() for c in args.cells.split(",") if c.strip())
+    if args.cells == "nplm,rnn,gru,lstm":  # the default: every cell with a built-in
+        cells = SPEED_CELLS
+    sizes = dict(embed_dim=args.embed_dim, num_layers=args.num_layers, bptt=args.bptt,
+                 batch_size=args.batch_size, budget=args.budget)
+    counts = dict(steps=args.steps, repeats=args.repeats, warmup=args.warmup, chunk=args.chunk)
+    if args.quick:
+        sizes = dict(embed_dim=8, num_layers=1, bptt=5, batch_size=4, budget=None)
+        counts = dict(steps=2, repeats=1, warmup=1, chunk=1)
+    options = {name: getattr(args, name) for name in LM_OPTIONS
+               if name != "state_reset_prob" and getattr(args, name) is not None}
+    with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
+        out = run_speed(
+            data=args.data, split_ratio=args.split_ratio, tokenizer=args.tokenizer,
+            min_count=args.min_count, cells=cells, dropout=args.dropout, lr=args.lr,
+            tie_weights=args.tie_weights, backend=args.backend, device=args.device,
+            mixed_precision=args.mixed_precision, jit_compile=args.jit_compile,
+            **sizes, **counts, **options,
+        )
+    if args.json:
+        print_json(out)
+    else:
+        print(format_speed(out))
     return 0

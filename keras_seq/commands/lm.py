@@ -6,12 +6,14 @@ import argparse
 import sys
 
 from keras_seq.commands._common import (
+    add_backend_args,
     add_data_args,
     add_json_arg,
     add_tokenizer_args,
     config_overrides,
     group_parser,
     print_json,
+    use_backend,
 )
 from keras_seq.tasks.lm.config import PRESETS, LMConfig, preset
 
@@ -106,6 +108,7 @@ def register(subparsers) -> None:
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--quiet", action="store_true", help="one line per epoch")
     add_lm_config_args(p)
+    add_backend_args(p)
     p.set_defaults(func=run_train)
 
     evaluate = group_parser(subparsers, "eval", "evaluate a trained model")
@@ -143,6 +146,7 @@ def register(subparsers) -> None:
 
 
 def run_train(args) -> int:
+    use_backend(args)
     from keras_seq.tasks.lm.task import format_results, train_lm
 
     config = config_from_args(args)

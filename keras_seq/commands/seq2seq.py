@@ -7,11 +7,13 @@ import argparse
 import sys
 
 from keras_seq.commands._common import (
+    add_backend_args,
     add_json_arg,
     config_overrides,
     group_parser,
     print_json,
     print_table,
+    use_backend,
 )
 
 
@@ -75,6 +77,7 @@ def register(subparsers) -> None:
     p.add_argument("--quiet", action="store_true", help="one line per epoch")
     add_json_arg(p)
     add_seq2seq_config_args(p)
+    add_backend_args(p)
     p.set_defaults(func=run_train)
 
     evaluate = group_parser(subparsers, "eval", "evaluate a trained model")
@@ -103,6 +106,7 @@ def register(subparsers) -> None:
 
 
 def run_train(args) -> int:
+    use_backend(args)
     from keras_seq.tasks.seq2seq.training import format_results, train_seq2seq
 
     config = config_from_args(args)
@@ -168,6 +172,9 @@ def run_translate(args) -> int:
 
 
 def run_export(args) -> int:
+    from keras_seq.backend import require_tensorflow_backend
+
+    require_tensorflow_backend("translate --export")
     import tensorflow as tf
 
     from keras_seq.tasks.seq2seq.export import export_run

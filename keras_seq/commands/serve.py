@@ -86,6 +86,9 @@ def register(subparsers) -> None:
 
 
 def cmd_serve(args) -> int:
+    from keras_seq.backend import require_tensorflow
+
+    require_tensorflow("serving (SavedModels are loaded with TensorFlow)")
     if args.publish:
         from keras_seq.serving.layout import publish_saved_model
 

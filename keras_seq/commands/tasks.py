@@ -12,12 +12,14 @@ import importlib
 import sys
 
 from keras_seq.commands._common import (
+    add_backend_args,
     add_config_args,
     add_json_arg,
     config_overrides,
     group_parser,
     print_json,
     print_table,
+    use_backend,
 )
 from keras_seq.tasks.classify.config import ClassifyConfig
 from keras_seq.tasks.conditioned.config import ConditionedConfig
@@ -53,7 +55,8 @@ def register(subparsers) -> None:
         p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
         p.add_argument("--quiet", action="store_true", help="one line per epoch")
         add_json_arg(p)
-        add_config_args(p, config_cls)
+        add_config_args(p, config_cls, skip=("backend", "mixed_precision", "jit_compile"))
+        add_backend_args(p)
         p.set_defaults(func=run_train, kind=kind)
 
         p = evaluate.add_parser(kind, help=eval_help)
@@ -72,6 +75,7 @@ def register(subparsers) -> None:
 
 
 def run_train(args) -> int:
+    use_backend(args)
     from keras_seq.training.trainer import format_results, train
 
     config_cls = TASKS[args.kind][0]

@@ -88,16 +88,18 @@ def stream_arrays(ids, batch_size: int, bptt: int) -> tuple[np.ndarray, np.ndarr
     )
 
 
-def stream_dataset(ids, batch_size: int, bptt: int):
-    """A ``tf.data.Dataset`` of ``(x, y)`` batches, each ``(batch_size, bptt)``, in stream order."""
-    import tensorflow as tf
+def stream_dataset(ids, batch_size: int, bptt: int, max_batches: int | None = None):
+    """A ``keras.utils.PyDataset`` of ``(x, y)`` batches, each ``(batch_size, bptt)``, in
+    stream order (:class:`~keras_seq.data.pydatasets.StreamBatches`; any backend).
+
+    ``max_batches`` keeps only the first batches of the stream.
+    """
+    from keras_seq.data.pydatasets import StreamBatches
 
     x, y = stream_arrays(ids, batch_size, bptt)
-    return (
-        tf.data.Dataset.from_tensor_slices((x, y))
-        .batch(batch_size, drop_remainder=True)
-        .prefetch(tf.data.AUTOTUNE)
-    )
+    if max_batches is not None:
+        x, y = x[: max_batches * batch_size], y[: max_batches * batch_size]
+    return StreamBatches(x, y, batch_size)
 
 
 def pad_sequences(

@@ -16,7 +16,8 @@ Conventions shared by all kinds:
   literal ``<unk>`` in the text (as in PTB) stays one token. The
   Python and in-graph paths apply the same rule and are tested to agree.
 
-Importing this module does not import TensorFlow; ``subword`` and ``tf_encode`` do.
+Importing this module does not import TensorFlow; ``subword`` and ``tf_encode`` do (on
+any Keras backend); without TensorFlow or tensorflow-text, ``subword`` says so in one line.
 
 Example:
 
@@ -361,6 +362,21 @@ class CharTokenizer(Tokenizer):
         return self._lookup_table().lookup(chars)
 
 
+def _tf_text():
+    """``tensorflow_text``, or a one-line error saying subword tokenization needs it."""
+    from keras_seq.backend import installed, require_tensorflow
+
+    what = "subword tokenization (WordPiece via tensorflow-text)"
+    hint = " (or use --tokenizer char or word)"
+    require_tensorflow(what, "tensorflow tensorflow-text", hint)
+    if not installed("tensorflow_text"):
+        raise DataError(f"{what} needs tensorflow-text, which is not installed: "
+                        f"pip install tensorflow-text{hint}")
+    import tensorflow_text
+
+    return tensorflow_text
+
+
 class SubwordTokenizer(Tokenizer):
     """WordPiece subwords learned with tensorflow-text's vocabulary builder.
 
@@ -388,6 +404,7 @@ class SubwordTokenizer(Tokenizer):
         self._wordpiece = None
 
     def fit(self, text: str) -> SubwordTokenizer:
+        _tf_text()
         from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as lib
 
         counts = collections.Counter(
@@ -416,8 +433,8 @@ class SubwordTokenizer(Tokenizer):
         if len(vocab) <= limit:
             return vocab
         import tensorflow as tf
-        import tensorflow_text as tf_text
 
+        tf_text = _tf_text()
         words = list(counts)
         tokenizer = tf_text.FastWordpieceTokenizer(vocab=vocab, suffix_indicator="##",
                                                    unknown_token=UNK)
@@ -437,8 +454,7 @@ class SubwordTokenizer(Tokenizer):
         self._wordpiece = None
 
     def _tokenizer(self):
-        import tensorflow_text as tf_text
-
+        tf_text = _tf_text()
         if self._wordpiece is None:
             self._wordpiece = tf_text.FastWordpieceTokenizer(
                 vocab=self.vocab, suffix_indicator="##", unknown_token=UNK,
@@ -447,13 +463,14 @@ class SubwordTokenizer(Tokenizer):
         return self._wordpiece
 
     def tokens(self, text: str) -> list[str]:
-        import tensorflow as tf
-
         self._require_fitted()
         words = _split_words(text, self.options["lower"])
         if not words:
             return []
-        pieces = self._tokenizer().tokenize(tf.constant(words, dtype=tf.string))
+        tokenizer = self._tokenizer()  # says so when TensorFlow is missing
+        import tensorflow as tf
+
+        pieces = tokenizer.tokenize(tf.constant(words, dtype=tf.string))
         ids = pieces.flat_values.numpy()
         rows = pieces.row_lengths().numpy()
         out, start = [], 0
@@ -482,10 +499,11 @@ class SubwordTokenizer(Tokenizer):
         return "".join(out) + line
 
     def tf_encode(self, texts):
+        tokenizer = self._tokenizer()
         import tensorflow as tf
 
         words = _tf_split_words(texts, self.options["lower"])
-        by_word = self._tokenizer().tokenize(words)  # (B, words, pieces)
+        by_word = tokenizer.tokenize(words)  # (B, words, pieces)
         pieces = by_word.merge_dims(-2, -1)  # (B, pieces)
         # The line-break marker is not a vocabulary entry, so WordPiece maps it to <unk>;
         # put <eos> back where the word was the marker.

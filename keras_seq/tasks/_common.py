@@ -3,8 +3,9 @@
 * :class:`Labels` — a label vocabulary saved in the run directory (``labels.json``);
 * :func:`example_batches` — length-bucketed, padded batches of ``(ids, target)`` examples
   with per-token weights for aligned targets;
-* :func:`batches_dataset` — a ``tf.data`` pipeline over precomputed batches whose order
-  is reshuffled each pass from ``seed + pass`` (so a resumed run sees the same order).
+* :func:`batches_dataset` — precomputed batches served to ``fit`` on any backend
+  (a ``keras.utils.PyDataset``), their order reshuffled each pass from ``seed + pass``
+  (so a resumed run sees the same order).
 
 >>> labels = Labels(["neg", "pos"])
 >>> labels.ids(["pos", "neg"]).tolist(), labels.names([1, 0])
@@ -104,34 +105,18 @@ def example_batches(inputs, targets, batch_size: int, seed: int | None = 0):
     return batches
 
 
-def batches_dataset(batches, seed: int, repeat: bool, skip: int = 0):
-    """A ``tf.data`` pipeline over precomputed batches (order reshuffled every pass).
+def batches_dataset(batches, seed: int, shuffle: bool = True, skip: int = 0):
+    """Precomputed batches for ``fit`` on any backend, the order reshuffled every pass.
 
-    Every element of a batch may have any shape; the signature is read off the first
-    batch with all dimensions left open. ``skip`` leaves out the first batches of the
-    first pass (a resumed run that stopped part-way through a pass goes on from there).
+    A :class:`~keras_seq.data.pydatasets.ShuffledBatches` served without end (``fit``'s
+    ``steps_per_epoch`` / ``validation_steps`` say how many make an epoch), passed
+    through :func:`~keras_seq.data.pydatasets.fit_input`. ``skip`` leaves out the first
+    batches of the first pass (a resumed run that stopped part-way through a pass goes on
+    from there); ``shuffle=False`` keeps the given order on every pass (validation).
     """
-    import tensorflow as tf
+    from keras_seq.data.pydatasets import ShuffledBatches, fit_input
 
-    state = {"pass": 0}
-
-    def gen():
-        first = state["pass"] == 0
-        order = np.arange(len(batches))
-        if repeat:
-            np.random.default_rng(seed + state["pass"]).shuffle(order)
-        state["pass"] += 1
-        for i in order[skip if first else 0:]:
-            yield batches[i]
-
-    def spec(value):
-        if isinstance(value, tuple):
-            return tuple(spec(v) for v in value)
-        value = np.asarray(value)
-        return tf.TensorSpec((None,) * value.ndim, tf.as_dtype(value.dtype))
-
-    ds = tf.data.Dataset.from_generator(gen, output_signature=spec(batches[0]))
-    return (ds.repeat() if repeat else ds).prefetch(2)
+    return fit_input(ShuffledBatches(batches, seed, shuffle=shuffle, skip=skip))
 
 
 def passes_done(initial_epoch: int, steps_per_epoch: int, num_batches: int) -> int:
@@ -147,10 +132,10 @@ def fit_kwargs(train_batches, val_batches, seed: int, initial_epoch: int,
     done = passes_done(initial_epoch, steps, len(train_batches))
     # Where an uninterrupted run would be: pass `done`, `skip` batches into it.
     skip = (initial_epoch * steps) % max(len(train_batches), 1)
-    kwargs = {"x": batches_dataset(train_batches, seed + done, repeat=True, skip=skip),
+    kwargs = {"x": batches_dataset(train_batches, seed + done, skip=skip),
               "steps_per_epoch": steps, "shuffle": False, "validation_data": None}
     if val_batches:
-        kwargs["validation_data"] = batches_dataset(val_batches, seed, repeat=True)
+        kwargs["validation_data"] = batches_dataset(val_batches, seed, shuffle=False)
         kwargs["validation_steps"] = len(val_batches)
     return kwargs
 
@@ -163,6 +148,14 @@ def adam(config):
     return keras.optimizers.Adam(config.lr, **clip)
 
 
+def compile_options(config) -> dict:
+    """``model.compile`` keywords shared by every task: ``jit_compile`` from the config
+    (the trainer sets it to True under JAX, whose ``fit`` always compiles). A
+    ``mixed_float16`` model gets loss scaling from ``compile`` itself
+    (``auto_scale_loss``)."""
+    return {"jit_compile": bool(getattr(config, "jit_compile", False))}
+
+
 def compile_for_labels(model, config, metric):
     """Compile with Adam (:func:`adam`) and sparse cross-entropy on logits; ``metric`` is
     reported over the weighted (real) targets."""
@@ -170,7 +163,7 @@ def compile_for_labels(model, config, metric):
 
     model.compile(optimizer=adam(config),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  weighted_metrics=[metric])
+                  weighted_metrics=[metric], **compile_options(config))
     return model
 
 

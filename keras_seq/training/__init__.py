@@ -1,1 +1,1 @@
-"""Training helpers: Keras metrics and callbacks (these import TensorFlow)."""
+"""Training helpers: the shared trainer, its config, callbacks and TensorBoard summaries."""

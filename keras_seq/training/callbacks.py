@@ -87,6 +87,11 @@ class RowStateResets(keras.callbacks.Callback):
         if keep.all():
             return
         self.rows_reset += int((~keep).sum())
+        # JAX's fit keeps the variables' values in its own state during an epoch; put them
+        # back first (fit then takes the state from the variables for the next step).
+        sync = getattr(self.model, "jax_state_sync", None)
+        if sync is not None:
+            sync()
         for state in variables:  # (B, U) each
             shape = (rows,) + (1,) * (len(state.shape) - 1)
             state.assign(state.value * keep.astype(state.dtype).reshape(shape))
@@ -123,7 +128,7 @@ class GradientNormLogger(keras.callbacks.Callback):
     The norms come from the step's logs (``grad_norm``, ``grad_norm/<layer>``: models with
     :class:`keras_seq.models._grad_norms.GradNormLogs`), so this works on every Keras
     backend; the writer is TensorFlow's ``tf.summary``, and without TensorFlow installed
-    the logger says so once and writes nothing.
+    the logger writes nothing.
     """
 
     def __init__(self, log_dir: str | Path, every: int = 50):
@@ -135,9 +140,7 @@ class GradientNormLogger(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         try:
             import tensorflow as tf
-        except ImportError:
-            print("note: TensorBoard gradient-norm logs need TensorFlow (pip install "
-                  "tensorflow); training goes on without them.")
+        except ImportError:  # the trainer has said that no TensorBoard logs are written
             return
         self._writer = tf.summary.create_file_writer(self.log_dir)
         self._step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from keras_seq import __version__
+from keras_seq.backend import BACKENDS, mixed_precision_problem
 from keras_seq.errors import KerasSeqError
 
 
@@ -43,6 +44,10 @@ class TrainConfig:
     clip_norm: float | None = 5.0  # global-norm clipping threshold θ; None = off
     max_minutes: float | None = None  # time budget; see the task for epoch/batch granularity
     seed: int = 1234
+    # how the run computes (``keras-seq train --backend/--mixed-precision/--jit-compile``)
+    backend: str | None = None  # the Keras backend that started the run (None: the running one)
+    mixed_precision: str = "off"  # off | mixed_float16 | mixed_bfloat16 (Keras dtype policy)
+    jit_compile: bool = False  # XLA (TF), torch.compile (torch); JAX always compiles: True
     version: str = field(default=__version__)
 
     def problems(self) -> list[str]:
@@ -58,6 +63,14 @@ class TrainConfig:
             problems.append(f"clip_norm must be > 0 or unset (got {self.clip_norm})")
         if self.max_minutes is not None and not self.max_minutes > 0:
             problems.append(f"max_minutes must be > 0 or unset (got {self.max_minutes})")
+        if self.backend is not None and self.backend not in BACKENDS:
+            problems.append(f"backend must be one of {', '.join(BACKENDS)} or unset "
+                            f"(got {self.backend!r})")
+        problem = mixed_precision_problem(self.mixed_precision)
+        if problem:
+            problems.append(problem)
+        if not isinstance(self.jit_compile, bool):
+            problems.append(f"jit_compile must be true or false (got {self.jit_compile!r})")
         return problems
 
     def recurrent_problems(self, *positive: str) -> list[str]:

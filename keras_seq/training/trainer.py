@@ -6,14 +6,17 @@ by subclassing :class:`Task`. :func:`train` does the rest the same way for all o
 
 1. refuses a run directory that already holds a run (unless ``resume``), or, resuming,
    reloads the saved config (``--epochs`` may grow) and checks the run's task and version;
-2. seeds every RNG, lets the task prepare its data (tokenizers fitted on train, or loaded
+2. records the Keras backend (a resumed run may continue under another one), sets the
+   mixed-precision policy and resolves ``jit_compile`` (always on under JAX);
+   seeds every RNG, lets the task prepare its data (tokenizers fitted on train, or loaded
    from the run when resuming) and its ``fit`` arguments — so bad data or flags stop the
    run before anything is written — then saves tokenizers and ``config.json`` atomically;
 3. builds the model, or reloads ``checkpoints/last.keras`` with its optimizer and the
    dropout RNG states (``state.json``) so a resumed run ends with exactly the weights of
    an uninterrupted one;
 4. runs ``model.fit`` with the shared callbacks — NaN guard, diagnostics said in words,
-   TensorBoard, ``metrics.csv``, checkpoints, time budget — around the task's own;
+   TensorBoard (where TensorFlow is importable), ``metrics.csv``, checkpoints, time
+   budget — around the task's own;
 5. evaluates through the task and writes ``metrics.json``.
 
 See :mod:`keras_seq.runs` for the run directory layout.
@@ -140,19 +143,91 @@ def _optimizer_steps(model) -> int:
     return int(model.optimizer.iterations.numpy())
 
 
+def _settle_backend(config, resume: bool, printer, notes: list) -> dict:
+    """Check the run's backend against the one Keras runs and resolve how it computes.
+
+    A fresh run records the running backend in its config (and ``jit_compile=True`` on
+    JAX, whose ``fit`` always compiles); a config that asks for another backend than the
+    running one is refused. A resumed run may continue under another backend (``.keras``
+    checkpoints are backend-neutral): that is said and kept in the diagnostics.
+    Returns ``{"backend", "mixed_precision", "jit_compile"}`` as the run computes.
+    """
+    import keras
+
+    from keras_seq.backend import select_backend
+
+    backend = keras.backend.backend()
+    if resume:
+        started = config.backend or "tensorflow"
+        if started != backend:
+            note = (f"note: this run was started under the {started} backend and continues "
+                    f"under {backend} (.keras checkpoints are backend-neutral); "
+                    "metrics.json records the backend of the last session")
+            printer(note)
+            notes.append(("backend-changed", note))
+    else:
+        if config.backend is not None and config.backend != backend:
+            select_backend(config.backend)  # raises: Keras already runs another backend
+        config.backend = backend
+        if backend == "jax":
+            config.jit_compile = True
+    return {"backend": backend, "mixed_precision": config.mixed_precision,
+            "jit_compile": True if backend == "jax" else bool(config.jit_compile)}
+
+
+def _set_policy(mixed_precision: str) -> str:
+    """Set Keras's global dtype policy (before models are built or loaded); the old one's
+    name, to put back after the run."""
+    import keras
+
+    previous = keras.mixed_precision.global_policy().name
+    keras.mixed_precision.set_global_policy(
+        "float32" if mixed_precision == "off" else mixed_precision)
+    return previous
+
+
+def _tensorboard(config, tb_dir: Path, printer):
+    """Keras's TensorBoard callback where TensorFlow (its writer) is importable, else a note."""
+    import keras
+
+    from keras_seq.backend import tensorflow_available
+
+    if not tensorflow_available():
+        printer("note: TensorFlow is not installed, so no TensorBoard logs are written "
+                "(metrics.csv and metrics.json are); pip install tensorflow to get them")
+        return []
+    return [keras.callbacks.TensorBoard(str(tb_dir), write_graph=False,
+                                        histogram_freq=getattr(config, "histogram_freq", 0))]
+
+
 def train(task: Task, config, run_dir: str | Path, resume: bool = False, verbose: int = 1,
           printer=print) -> dict:
     """Train ``task`` with ``config`` into ``run_dir`` (or continue it with ``resume=True``).
 
-    Returns the final results (also written to ``metrics.json``).
+    Returns the final results (also written to ``metrics.json``), with the ``backend``,
+    ``mixed_precision`` and ``jit_compile`` the run computed with.
     """
     import keras
-
-    from keras_seq.training import callbacks as cb
 
     run_dir = Path(run_dir)
     config = _resolve_config(task, config, run_dir, resume)
     config.validate()
+    backend_notes: list[tuple[str, str]] = []
+    computing = _settle_backend(config, resume, printer, backend_notes)
+    previous_policy = _set_policy(config.mixed_precision)
+    try:
+        return _train(task, config, run_dir, resume, verbose, printer, computing,
+                      backend_notes)
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+
+
+def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, computing: dict,
+           backend_notes: list) -> dict:
+    import keras
+
+    from keras_seq.training import callbacks as cb
+
     keras.utils.set_random_seed(config.seed)
     prepared = task.prepare(config, run_dir, resume, printer)
     for _, note in prepared.notes:
@@ -170,11 +245,15 @@ def train(task: Task, config, run_dir: str | Path, resume: bool = False, verbose
 
     if resume:
         model, initial_epoch = cb.resume_from_checkpoint(run_dir)
+        model.jit_compile = computing["jit_compile"]  # as the run was compiled
     else:
         model = task.build_model(config, prepared)
     printer(f"{task.name}: {task.describe_model(model)}")
+    printer(f"backend {computing['backend']}, mixed precision {computing['mixed_precision']}, "
+            f"jit_compile {computing['jit_compile']}")
 
-    report = [{"epoch": 0, "kind": kind, "message": note} for kind, note in prepared.notes]
+    report = [{"epoch": 0, "kind": kind, "message": note}
+              for kind, note in [*prepared.notes, *backend_notes]]
     tb_dir = run_dir / "tensorboard"
     first, middle = task.callbacks(config, prepared, run_dir, report, printer)
     nan_guard = cb.NaNGuard()
@@ -189,8 +268,7 @@ def train(task: Task, config, run_dir: str | Path, resume: bool = False, verbose
         nan_guard,
         *middle,
         *shared_diagnostics,
-        keras.callbacks.TensorBoard(str(tb_dir), write_graph=False,
-                                    histogram_freq=getattr(config, "histogram_freq", 0)),
+        *_tensorboard(config, tb_dir, printer),
         keras.callbacks.CSVLogger(str(run_dir / "metrics.csv"), append=resume),
         cb.RunCheckpoint(run_dir, nan_guard),
         budget,
@@ -209,7 +287,7 @@ def train(task: Task, config, run_dir: str | Path, resume: bool = False, verbose
     steps_run = _optimizer_steps(model) - steps_before
     results = {"run_dir": str(run_dir), "kind": task.name, "epochs_done": state["epochs_done"],
                "train_minutes": seconds / 60, "params": int(model.count_params()),
-               "time_budget_hit": budget.hit, "diagnostics": report}
+               "time_budget_hit": budget.hit, **computing, "diagnostics": report}
     if plan.items_per_step:
         results[f"{plan.unit}_per_sec"] = steps_run * plan.items_per_step / max(seconds, 1e-9)
     results.update(task.results(config, prepared, run_dir, model))
@@ -231,6 +309,9 @@ def format_results(results: dict, task: Task | None = None) -> str:
              f"min{speed}"]
     if results.get("time_budget_hit"):
         lines[-1] += " — stopped by the time budget"
+    if "backend" in results:
+        lines.append(f"backend      {results['backend']} (mixed precision "
+                     f"{results['mixed_precision']}, jit_compile {results['jit_compile']})")
     if task is not None:
         lines += task.result_lines(results)
     return "\n".join(lines)

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 
 from keras_seq import runs
+from keras_seq.backend import compiled, to_numpy
 from keras_seq.data.corpus import load_corpus
 from keras_seq.data.tokenizers import EOS, load_tokenizer
 from keras_seq.errors import KerasSeqError
@@ -56,6 +56,15 @@ def nplm_windows(ids, context: int) -> np.ndarray:
     return np.lib.stride_tricks.sliding_window_view(padded, context)[1:len(ids)]
 
 
+def _target_log_probs(logits, targets):
+    """``log softmax(logits)`` at ``targets`` (float32): ``(…, V)``, ``(…)`` → ``(…)``."""
+    from keras import ops
+
+    logp = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    return ops.take_along_axis(logp, ops.expand_dims(ops.cast(targets, "int32"), -1),
+                               axis=-1)[..., 0]
+
+
 def evaluate_windows(model: NPLM, ids, batch_size: int = 512) -> tuple[np.ndarray, int]:
     """Log-probabilities of every next token of ``ids`` under a fixed-window NPLM (the
     same ``len(ids) − 1`` targets :func:`evaluate_stream` scores)."""
@@ -63,13 +72,8 @@ def evaluate_windows(model: NPLM, ids, batch_size: int = 512) -> tuple[np.ndarra
     if len(ids) < 2:
         raise KerasSeqError(f"need at least 2 tokens to evaluate, got {len(ids)}")
     windows, targets = nplm_windows(ids, model.order - 1), ids[1:]
-
-    @tf.function(reduce_retracing=True)
-    def log_probs(x, y):
-        logp = tf.nn.log_softmax(model(x, training=False), axis=-1)  # (B, V)
-        return tf.gather(logp, y, axis=-1, batch_dims=1)  # (B,)
-
-    out = [log_probs(windows[i:i + batch_size], targets[i:i + batch_size]).numpy()
+    log_probs = compiled(model, lambda x, y: _target_log_probs(model(x, training=False), y))
+    out = [log_probs(windows[i:i + batch_size], targets[i:i + batch_size])
            for i in range(0, len(targets), batch_size)]
     log_probs_all = np.concatenate(out)
     return log_probs_all, len(log_probs_all)
@@ -88,19 +92,14 @@ def evaluate_stream(model: RecurrentLM, ids, bptt: int = 35) -> tuple[np.ndarray
     if len(ids) < 2:
         raise KerasSeqError(f"need at least 2 tokens to evaluate, got {len(ids)}")
     runner = model.clone_for_batch(1, stateful=True)
-
-    @tf.function(reduce_retracing=True)
-    def window_log_probs(x, y):
-        logits = runner(x, training=False)  # (1, T, V)
-        logp = tf.nn.log_softmax(logits, axis=-1)
-        return tf.gather(logp, y, axis=-1, batch_dims=2)  # (1, T)
-
+    window_log_probs = compiled(
+        runner, lambda x, y: _target_log_probs(runner(x, training=False), y))  # (1, T)
     reset_recurrent_states(runner)
     out = []
     for start in range(0, len(ids) - 1, bptt):
         x = ids[start: min(start + bptt, len(ids) - 1)]
         y = ids[start + 1: start + 1 + len(x)]
-        out.append(window_log_probs(x[None], y[None]).numpy()[0])
+        out.append(window_log_probs(x[None], y[None])[0])
     log_probs = np.concatenate(out)
     return log_probs, len(log_probs)
 
@@ -127,6 +126,12 @@ def evaluate_run(run_dir: str | Path, split: str = "val") -> PerplexityResult:
     )
 
 
+def _next_token_fn(runner):
+    """``x (1, T) -> (1, V)``: logits of the token after ``x``, compiled; the stateful
+    runner carries its state from call to call."""
+    return compiled(runner, lambda x: runner(x, training=False)[:, -1, :], autograph=False)
+
+
 def generate_tokens(model: RecurrentLM, tokenizer, prompt: str, max_tokens: int,
                     sampler: Sampler | None = None, seed: int | None = None, on_token=None,
                     runner: RecurrentLM | None = None) -> list[int]:
@@ -151,15 +156,18 @@ def generate_tokens(model: RecurrentLM, tokenizer, prompt: str, max_tokens: int,
         def step(x):
             history.extend(x.reshape(-1).tolist())
             del history[:-context]
-            return model(np.array([history], np.int32), training=False)  # (1, V)
+            return to_numpy(model(np.array([history], np.int32), training=False))  # (1, V)
         x = np.zeros((1, 0), np.int32)
     else:
-        runner = runner or model.clone_for_batch(1, stateful=True)
+        if runner is None:
+            runner = model.clone_for_batch(1, stateful=True)
+            step = _next_token_fn(runner)
+        else:  # a caller's runner, reused (the trainer's sampler): compile its step once
+            step = getattr(runner, "_keras_seq_next_token", None)
+            if step is None:
+                step = _next_token_fn(runner)
+                object.__setattr__(runner, "_keras_seq_next_token", step)  # not a weight
         reset_recurrent_states(runner)
-
-        @tf.function(reduce_retracing=True, autograph=False)
-        def step(x):
-            return runner(x, training=False)[:, -1, :]  # (1, V) logits of the next token
         x = prompt_ids[None]
 
     logits = np.asarray(step(x))[0]

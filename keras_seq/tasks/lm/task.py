@@ -1,7 +1,8 @@
 """``keras-seq train lm``: recurrent language models on the shared trainer.
 
 Training is ``model.fit`` with stateful truncated BPTT: the stream layout of
-:mod:`keras_seq.data.batching`, a fixed batch size, ``shuffle=False`` and
+:mod:`keras_seq.data.batching` served in order by a ``keras.utils.PyDataset`` (numpy, so
+the same on every Keras backend), a fixed batch size, ``shuffle=False`` and
 :class:`~keras_seq.training.callbacks.ResetStatesCallback`. ``bptt_mode="full"`` trains
 stateless on whole lines instead. Besides the shared run directory
 (:mod:`keras_seq.runs`) an LM run logs ``tensorboard/diagnostics`` (gradient norms,
@@ -16,16 +17,15 @@ from pathlib import Path
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from keras_seq.data.batching import StreamLayout, padded_batches, stream_arrays
+from keras_seq.data.batching import padded_batches, stream_dataset
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.keras_metrics import Perplexity
 from keras_seq.models.nplm import NPLM
 from keras_seq.models.rnn_lm import RecurrentLM
 from keras_seq.sampling import TopKSampler
-from keras_seq.tasks._common import fit_kwargs
+from keras_seq.tasks._common import batches_dataset, compile_options, fit_kwargs
 from keras_seq.tasks.lm.config import LMConfig
 from keras_seq.tasks.lm.evaluation import (
     corpus_for,
@@ -35,6 +35,7 @@ from keras_seq.tasks.lm.evaluation import (
 )
 from keras_seq.training import callbacks as cb
 from keras_seq.training import trainer
+from keras_seq.training.summaries import SummaryWriter, to_numpy
 from keras_seq.training.trainer import FitPlan, Prepared
 
 # ----------------------------------------------------------------------------------------
@@ -56,12 +57,8 @@ def _full_bptt_data(ids: np.ndarray, eos_id: int, batch_size: int, bptt_cap: int
 
 
 def _padded_dataset(xs, ys, ws):
-    def gen():
-        yield from zip(xs, ys, ws)
-
-    spec = (tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, None), tf.int32),
-            tf.TensorSpec((None, None), tf.float32))
-    return tf.data.Dataset.from_generator(gen, output_signature=spec)
+    """The full-BPTT batches in their (seeded, bucketed) order, pass after pass."""
+    return batches_dataset(list(zip(xs, ys, ws)), seed=0, shuffle=False)
 
 
 def unseen_unk_warning(train_ids, val_ids, unk_id: int, threshold: float = 0.005) -> str | None:
@@ -92,7 +89,7 @@ class _SampleWriter(keras.callbacks.Callback):
     def __init__(self, tokenizer, log_dir, n_tokens: int, seed: int):
         super().__init__()
         self.tokenizer, self.n_tokens, self.seed = tokenizer, n_tokens, seed
-        self.writer = tf.summary.create_file_writer(str(log_dir))
+        self.writer = SummaryWriter(log_dir)
         self.last: list[str] = []
         self._runner = None
 
@@ -110,8 +107,7 @@ class _SampleWriter(keras.callbacks.Callback):
         if self.n_tokens <= 0 or not np.isfinite((logs or {}).get("loss", 0.0)):
             return  # nothing to sample from a model whose loss is NaN
         text = self.tokenizer.decode(self.tokenizer.tokens_to_ids(self.sample()))
-        with self.writer.as_default(step=epoch + 1):
-            tf.summary.text("sample", tf.constant(text))
+        self.writer.text("sample", text, step=epoch + 1)
 
 
 class _ActivationHistograms(keras.callbacks.Callback):
@@ -119,25 +115,25 @@ class _ActivationHistograms(keras.callbacks.Callback):
 
     def __init__(self, log_dir, sample_ids: np.ndarray, freq: int):
         super().__init__()
-        self.writer = tf.summary.create_file_writer(str(log_dir))
+        self.writer = SummaryWriter(log_dir)
         self.sample_ids, self.freq = sample_ids, freq
         self._probe = None
 
     def on_epoch_end(self, epoch, logs=None):
-        if not self.freq or (epoch + 1) % self.freq or \
+        if not self.writer.enabled or not self.freq or (epoch + 1) % self.freq or \
                 not np.isfinite((logs or {}).get("loss", 0.0)):
             return
         if self._probe is None:
             self._probe = self.model.clone_for_batch(len(self.sample_ids), stateful=False)
         probe = self._probe
         probe.set_weights(self.model.get_weights())
+        step = epoch + 1
         x = probe.embedding(self.sample_ids)
-        with self.writer.as_default(step=epoch + 1):
-            tf.summary.histogram("activations/embedding", x)
-            for rnn in probe.rnns:
-                x = rnn(x, training=False)
-                tf.summary.histogram(f"activations/{rnn.name}", x)
-            tf.summary.histogram("activations/logits", probe.head(x))
+        self.writer.histogram("activations/embedding", to_numpy(x), step)
+        for rnn in probe.rnns:
+            x = rnn(x, training=False)
+            self.writer.histogram(f"activations/{rnn.name}", to_numpy(x), step)
+        self.writer.histogram("activations/logits", to_numpy(probe.head(x)), step)
 
 
 # ----------------------------------------------------------------------------------------
@@ -160,7 +156,7 @@ def _compile(model, config: LMConfig):
                  else keras.optimizers.Adam(config.lr, **clip))
     model.compile(optimizer=optimizer,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=[Perplexity(from_logits=True)])
+                  metrics=[Perplexity(from_logits=True)], **compile_options(config))
     return model
 
 
@@ -225,16 +221,12 @@ class LMTask(trainer.Task):
                    else [])
             kwargs = fit_kwargs(train, val, config.seed, initial_epoch, steps)
             return FitPlan(kwargs, steps, items_per_step=B, unit="tokens")
-        if config.bptt_mode == "truncated":
-            x, y = stream_arrays(train_ids, B, T)
-            steps = StreamLayout(len(train_ids), B, T).num_batches
-            if config.max_steps_per_epoch:
-                steps = min(steps, config.max_steps_per_epoch)
-                x, y = x[: steps * B], y[: steps * B]
-            kwargs = {"x": x, "y": y, "batch_size": B, "shuffle": False,
-                      "validation_data": None}
+        if config.bptt_mode == "truncated":  # the stream in order: a PyDataset, any backend
+            train = stream_dataset(train_ids, B, T, max_batches=config.max_steps_per_epoch)
+            steps = len(train)
+            kwargs = {"x": train, "shuffle": False, "validation_data": None}
             if len(val_ids) > B * (T + 1):
-                kwargs["validation_data"] = stream_arrays(val_ids, B, T)
+                kwargs["validation_data"] = stream_dataset(val_ids, B, T)
             else:
                 printer(f"note: val split too short for batch {B} × bptt {T}; no validation "
                         "in fit")
@@ -246,11 +238,11 @@ class LMTask(trainer.Task):
         xs, ys, ws = _full_bptt_data(train_ids, eos_id, B)
         if config.max_steps_per_epoch:
             xs, ys, ws = (v[: config.max_steps_per_epoch] for v in (xs, ys, ws))
-        kwargs = {"x": _padded_dataset(xs, ys, ws).repeat(), "steps_per_epoch": len(xs),
+        kwargs = {"x": _padded_dataset(xs, ys, ws), "steps_per_epoch": len(xs),
                   "shuffle": False, "validation_data": None}
         if len(val_ids) > 2:
             val_batches = _full_bptt_data(val_ids, eos_id, B)
-            kwargs["validation_data"] = _padded_dataset(*val_batches).repeat()
+            kwargs["validation_data"] = _padded_dataset(*val_batches)
             kwargs["validation_steps"] = len(val_batches[0])
         tokens = sum(float(w.sum()) for w in ws) / max(len(ws), 1)
         return FitPlan(kwargs, len(xs), items_per_step=tokens, unit="tokens")

@@ -1,7 +1,9 @@
 """Decoding for :class:`~keras_seq.models.seq2seq.Seq2Seq`: greedy and beam search.
 
-* :func:`greedy_decode` runs the whole loop in one ``tf.function`` (``tf.while_loop``),
-  batched, stopping when every row has produced ``<eos>``; the export reuses it.
+* :func:`greedy_decode` runs the whole loop in one ``tf.function`` (``tf.while_loop``)
+  on the TensorFlow backend, batched, stopping when every row has produced ``<eos>``;
+  the export reuses it (:func:`greedy_graph`). On other Keras backends the same loop
+  runs in Python around a compiled encoder and decoder step (:func:`greedy_steps`).
 * :func:`beam_search` keeps ``beam`` hypotheses per source row (the batch is decoded
   together, ``B·beam`` rows per step) and ranks finished ones by
   ``log p / len^length_penalty`` (``len`` counts ``<eos>``; 0 = raw log-probability,
@@ -20,8 +22,8 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
-import tensorflow as tf
 
+from keras_seq.backend import compiled
 from keras_seq.errors import KerasSeqError
 
 _GREEDY_FNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -29,7 +31,8 @@ _STEP_FNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def greedy_graph(model, source_ids, max_len):
-    """Greedy decoding as graph ops (call inside a ``tf.function``).
+    """Greedy decoding as TensorFlow graph ops (call inside a ``tf.function``; TensorFlow
+    backend).
 
     Args:
         model: a built :class:`Seq2Seq`.
@@ -40,6 +43,8 @@ def greedy_graph(model, source_ids, max_len):
         ``(tokens, weights)``: int32 ``(B, T)`` — ``eos_id`` ends a row, 0 pads after it —
         and float ``(B, T, S)`` attention weights (zeros for a model without attention).
     """
+    import tensorflow as tf
+
     memory, states = model.encode(source_ids)
     batch = tf.shape(source_ids)[0]
     src_len = tf.shape(source_ids)[1]
@@ -71,15 +76,71 @@ def greedy_graph(model, source_ids, max_len):
 
 
 def _greedy_fn(model):
+    """``(source_ids, max_len) -> (tokens, weights)`` as numpy, for the running backend."""
     fn = _GREEDY_FNS.get(model)
     if fn is None:
-        fn = tf.function(
-            lambda ids, n: greedy_graph(model, ids, n),
-            input_signature=[tf.TensorSpec([None, None], tf.int32),
-                             tf.TensorSpec([], tf.int32)],
-        )
+        import keras
+
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            graph = tf.function(
+                lambda ids, n: greedy_graph(model, ids, n),
+                input_signature=[tf.TensorSpec([None, None], tf.int32),
+                                 tf.TensorSpec([], tf.int32)],
+            )
+
+            def fn(ids, n):
+                tokens, weights = graph(tf.constant(ids), tf.constant(n, tf.int32))
+                return tokens.numpy(), weights.numpy()
+        else:
+            def fn(ids, n):
+                return greedy_steps(model, ids, n)
         _GREEDY_FNS[model] = fn
     return fn
+
+
+def _decode_fns(model):
+    """Compiled ``encode(ids) -> (memory, states)`` and ``step(prev, states, memory) ->
+    (logits, log_probs, new_states, weights)`` of ``model`` (numpy in and out)."""
+    fns = _STEP_FNS.get(model)
+    if fns is None:
+        from keras import ops
+
+        def step(prev, states, memory):
+            logits, new_states, weights = model.decode_step(prev, list(states), memory)
+            logits = ops.cast(logits, "float32")
+            return logits, ops.log_softmax(logits, axis=-1), tuple(new_states), weights
+
+        fns = (compiled(model, lambda ids: model.encode(ids)), compiled(model, step))
+        _STEP_FNS[model] = fns
+    return fns
+
+
+def greedy_steps(model, source_ids, max_len: int):
+    """Greedy decoding step by step in Python: what :func:`greedy_graph` computes, for any
+    Keras backend (the encoder and each decoder step are compiled).
+
+    Returns ``(tokens (B, T), weights (B, T, S))`` as numpy, like :func:`greedy_graph`.
+    """
+    encode, step = _decode_fns(model)
+    source_ids = np.asarray(source_ids, np.int32)
+    batch, src_len = source_ids.shape
+    memory, states = encode(source_ids)
+    prev = np.full(batch, model.bos_id, np.int32)
+    finished = np.zeros(batch, bool)
+    tokens, weights = [], []
+    while len(tokens) < max_len and not finished.all():
+        logits, _, states, w = step(prev, tuple(states), memory)
+        token = np.where(finished, 0, np.argmax(logits, axis=-1)).astype(np.int32)  # (B,)
+        tokens.append(token)
+        weights.append(np.zeros((batch, src_len), np.float32) if w is None
+                       else np.asarray(w, np.float32))
+        finished |= token == model.eos_id
+        prev = token
+    if not tokens:
+        return np.zeros((batch, 0), np.int32), np.zeros((batch, 0, src_len), np.float32)
+    return np.stack(tokens, axis=1), np.stack(weights, axis=1)
 
 
 def strip_tokens(row, eos_id: int) -> list[int]:
@@ -117,8 +178,7 @@ def greedy_decode(model, source_ids, max_len: int | None = None, batch_size: int
     for start in range(0, len(source_ids), batch_size):
         chunk = source_ids[start:start + batch_size]
         chunk = chunk[:, : max(1, int((chunk != 0).sum(1).max()))]  # drop all-pad columns
-        toks, weights = fn(tf.constant(chunk), tf.constant(max_len, tf.int32))
-        toks, weights = toks.numpy(), weights.numpy()
+        toks, weights = fn(chunk, max_len)
         for i, row in enumerate(toks):
             ids = strip_tokens(row, model.eos_id)
             tokens.append(ids)
@@ -128,18 +188,6 @@ def greedy_decode(model, source_ids, max_len: int | None = None, batch_size: int
         if bar is not None:
             bar.update(len(tokens))
     return (tokens, attention) if return_attention else tokens
-
-
-def _step_fn(model):
-    fn = _STEP_FNS.get(model)
-    if fn is None:
-        @tf.function(reduce_retracing=True)
-        def fn(prev, states, memory):
-            logits, new_states, _ = model.decode_step(prev, list(states), memory)
-            return tf.nn.log_softmax(logits, axis=-1), tuple(new_states)
-
-        _STEP_FNS[model] = fn
-    return fn
 
 
 def beam_search(model, source_ids, beam: int = 4, length_penalty: float = 1.0,
@@ -197,11 +245,10 @@ def _settled(finished, alive_scores, max_len: int, alpha: float) -> bool:
 
 def _beam_batch(model, source_ids, K, alpha, max_len):
     B = len(source_ids)
-    memory, states = model.encode(tf.constant(source_ids))
-    rep = lambda x: None if x is None else tf.repeat(x, K, axis=0)  # noqa: E731
-    memory = {k: rep(v) for k, v in memory.items() if v is not None}
-    states = tuple(rep(s) for s in states)
-    step = _step_fn(model)
+    encode, step = _decode_fns(model)
+    memory, states = encode(np.asarray(source_ids, np.int32))
+    memory = {k: np.repeat(v, K, axis=0) for k, v in memory.items() if v is not None}
+    states = tuple(np.repeat(s, K, axis=0) for s in states)
     eos, V = model.eos_id, model.output_vocab
     alive_scores = np.full((B, K), -np.inf)
     alive_scores[:, 0] = 0.0  # one live hypothesis to start with
@@ -210,8 +257,8 @@ def _beam_batch(model, source_ids, K, alpha, max_len):
     done = np.zeros(B, bool)
     prev = np.full(B * K, model.bos_id, np.int32)
     for _ in range(max_len):
-        logp, states = step(tf.constant(prev), states, memory)
-        cand = alive_scores[:, :, None] + logp.numpy().reshape(B, K, V).astype(np.float64)
+        _, logp, states, _ = step(prev, states, memory)
+        cand = alive_scores[:, :, None] + logp.reshape(B, K, V).astype(np.float64)
         flat = cand.reshape(B, K * V)
         top = np.argsort(-flat, axis=1, kind="stable")[:, : 2 * K]
         origin = np.zeros((B, K), np.int64)
@@ -248,7 +295,7 @@ def _beam_batch(model, source_ids, K, alpha, max_len):
             [np.take_along_axis(alive_tokens, origin[:, :, None], axis=1), new_tok[:, :, None]],
             axis=2)
         gather = (np.arange(B)[:, None] * K + origin).reshape(-1)
-        states = tuple(tf.gather(s, gather) for s in states)
+        states = tuple(s[gather] for s in states)
         prev = new_tok.reshape(-1).astype(np.int32)
     best_tokens, best_scores = [], []
     for b in range(B):

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from keras_seq import runs
 from keras_seq.data.seq2seq_tasks import TaskData, make_task
@@ -26,10 +25,11 @@ from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.seq2seq import Seq2Seq
 from keras_seq.runs import json_safe
-from keras_seq.tasks._common import fit_kwargs
+from keras_seq.tasks._common import compile_options, fit_kwargs
 from keras_seq.tasks.seq2seq import decoding, metrics
 from keras_seq.training import trainer
 from keras_seq.training.config import TrainConfig
+from keras_seq.training.summaries import SummaryWriter
 from keras_seq.training.trainer import FitPlan, Prepared
 
 RUN_FORMAT = "keras-seq-seq2seq-run"
@@ -169,7 +169,8 @@ def build_model(config: Seq2SeqConfig, source_vocab: int, target_vocab: int) -> 
     clip = {"global_clipnorm": config.clip_norm} if config.clip_norm else {}
     model.compile(optimizer=keras.optimizers.Adam(config.lr, **clip),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="token_acc")])
+                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="token_acc")],
+                  **compile_options(config))
     return model
 
 
@@ -292,31 +293,31 @@ class Seq2SeqMonitor(keras.callbacks.Callback):
                  target_exact_match: float | None = None, printer=print):
         super().__init__()
         self.src_tok, self.tgt_tok, self.pairs = src_tok, tgt_tok, pairs
-        self.writer = tf.summary.create_file_writer(str(log_dir))
+        self.writer = SummaryWriter(log_dir)
         self.images, self.target, self.printer = images, target_exact_match, printer
         self.reached = False
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is None or not self.pairs or not np.isfinite(logs.get("loss", 0.0)):
             return
+        images = self.images if self.writer.enabled else 0
         result = evaluate_pairs(self.model, self.src_tok, self.tgt_tok, self.pairs,
-                                return_attention=self.images > 0)
+                                return_attention=images > 0)
         logs["val_exact_match"] = result["exact_match"]
         logs["val_bleu"] = result["bleu"]
-        with self.writer.as_default(step=epoch + 1):
-            tf.summary.scalar("val_exact_match", result["exact_match"])
-            tf.summary.scalar("val_bleu", result["bleu"])
-            if self.images and self.model.attention_type != "none":
-                from keras_seq.tasks.seq2seq.plots import figure_png, heatmap_figure
+        step = epoch + 1
+        self.writer.scalar("val_exact_match", result["exact_match"], step)
+        self.writer.scalar("val_bleu", result["bleu"], step)
+        if images and self.model.attention_type != "none":
+            from keras_seq.tasks.seq2seq.plots import figure_png, heatmap_figure
 
-                encoded, hyps, weights = result["_attention"]
-                pick = np.linspace(0, len(encoded) - 1, self.images).astype(int)
-                for k, i in enumerate(pick):
-                    fig = heatmap_figure(weights[i], _tokens_of(self.src_tok, encoded[i][0]),
-                                         _tokens_of(self.tgt_tok, hyps[i] + [self.model.eos_id]),
-                                         title=encoded[i][2])
-                    png = tf.image.decode_png(figure_png(fig), channels=4)[None]
-                    tf.summary.image(f"attention/{k}", png)
+            encoded, hyps, weights = result["_attention"]
+            pick = np.linspace(0, len(encoded) - 1, images).astype(int)
+            for k, i in enumerate(pick):
+                fig = heatmap_figure(weights[i], _tokens_of(self.src_tok, encoded[i][0]),
+                                     _tokens_of(self.tgt_tok, hyps[i] + [self.model.eos_id]),
+                                     title=encoded[i][2])
+                self.writer.image_png(f"attention/{k}", figure_png(fig), step)
         if self.target is not None and result["exact_match"] >= self.target:
             self.reached = True
             self.model.stop_training = True

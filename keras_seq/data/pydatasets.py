@@ -1,0 +1,127 @@
+"""Training batches as ``keras.utils.PyDataset`` s: numpy in, the same on every backend.
+
+* :class:`StreamBatches` — the truncated-BPTT stream (:mod:`keras_seq.data.batching`):
+  item ``k`` is batch ``k``, so row ``i`` of item ``k+1`` continues row ``i`` of item
+  ``k``; served in order, never shuffled.
+* :class:`ShuffledBatches` — precomputed batches (padded examples, NPLM windows) served
+  without end: pass ``p`` visits them in the order drawn from ``seed + p``, and the first
+  pass may start ``skip`` batches in (where a resumed run goes on).
+
+Items are pure functions of their index, so Keras may read any item twice (it reads the
+first two to infer shapes) without changing what training sees.
+
+:func:`fit_input` hands one to ``model.fit``. Keras's own ``PyDataset`` adapter for
+TensorFlow fixes every dimension that its first two batches share, which breaks on padded
+batches of other widths (or a smaller last batch); there a ``tf.data`` wrapper with
+every dimension left open serves the same items.
+
+>>> import numpy as np
+>>> batches = [(np.full((1, 1), i),) for i in range(3)]
+>>> data = ShuffledBatches(batches, seed=0, skip=1)
+>>> data.order(0).tolist(), data.order(1).tolist()
+([2, 0, 1], [0, 1, 2])
+>>> [int(data[i][0][0, 0]) for i in range(5)]   # pass 0 from its 2nd batch, then pass 1
+[0, 1, 0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+
+from keras_seq.errors import DataError
+
+
+class StreamBatches(keras.utils.PyDataset):
+    """Batches ``[k·B, (k+1)·B)`` of stream arrays, in order (stateful TBPTT).
+
+    Args:
+        x, y: ``(N·B, T)`` arrays from :func:`~keras_seq.data.batching.stream_arrays`.
+        batch_size: ``B``, the number of stream rows.
+    """
+
+    fixed_shapes = True
+
+    def __init__(self, x, y, batch_size: int):
+        super().__init__()
+        self.x, self.y, self.batch_size = np.asarray(x), np.asarray(y), int(batch_size)
+        if len(self.x) != len(self.y) or len(self.x) % self.batch_size:
+            raise DataError(f"stream arrays of {len(self.x)} and {len(self.y)} rows do not "
+                            f"split into batches of {self.batch_size} rows; make them with "
+                            "stream_arrays(ids, batch_size, bptt)")
+
+    def __len__(self) -> int:
+        return len(self.x) // self.batch_size
+
+    def __getitem__(self, k):
+        if not 0 <= k < len(self):
+            raise IndexError(f"stream batch {k} out of range (0..{len(self) - 1})")
+        rows = slice(k * self.batch_size, (k + 1) * self.batch_size)
+        return self.x[rows], self.y[rows]
+
+
+class ShuffledBatches(keras.utils.PyDataset):
+    """Precomputed batches served endlessly, reshuffled every pass.
+
+    Args:
+        batches: a list of batches (tuples of arrays, nested tuples allowed).
+        seed: pass ``p`` (counted from this dataset's start) uses the order drawn from
+            ``seed + p``.
+        shuffle: ``False`` serves the batches in their order, pass after pass
+            (validation).
+        skip: batches of the first pass left out.
+    """
+
+    fixed_shapes = False
+
+    def __init__(self, batches, seed: int = 0, shuffle: bool = True, skip: int = 0):
+        super().__init__()
+        if not batches:
+            raise DataError("no batches to serve; the split is empty")
+        self.batches, self.seed, self.shuffle = list(batches), int(seed), shuffle
+        self.skip = int(skip)
+        self._orders: dict[int, np.ndarray] = {}
+
+    @property
+    def num_batches(self):
+        return None  # endless; fit's steps_per_epoch says where an epoch ends
+
+    def order(self, pass_: int) -> np.ndarray:
+        """The batch order of pass ``pass_``."""
+        if pass_ not in self._orders:
+            order = np.arange(len(self.batches))
+            if self.shuffle:
+                np.random.default_rng(self.seed + pass_).shuffle(order)
+            self._orders = {pass_: order}  # passes are visited in turn: keep one
+        return self._orders[pass_]
+
+    def __getitem__(self, index):
+        pass_, position = divmod(self.skip + int(index), len(self.batches))
+        return self.batches[self.order(pass_)[position]]
+
+
+def _open_spec(value):
+    import tensorflow as tf
+
+    if isinstance(value, (tuple, list)):
+        return tuple(_open_spec(v) for v in value)
+    value = np.asarray(value)
+    return tf.TensorSpec((None,) * value.ndim, tf.as_dtype(value.dtype))
+
+
+def fit_input(dataset):
+    """What to pass to ``model.fit`` as ``x`` for ``dataset`` on the running backend.
+
+    The dataset itself, except for batches of varying shapes on TensorFlow: a
+    ``tf.data`` generator over the same items with every dimension open (see the
+    module docstring).
+    """
+    if dataset.fixed_shapes or keras.backend.backend() != "tensorflow":
+        return dataset
+    import tensorflow as tf
+
+    def items():
+        return iter(dataset)
+
+    ds = tf.data.Dataset.from_generator(items, output_signature=_open_spec(dataset[0]))
+    return ds.prefetch(2)

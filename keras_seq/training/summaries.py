@@ -1,0 +1,64 @@
+"""TensorBoard summaries from any Keras backend: values go through numpy, TensorFlow writes.
+
+TensorFlow is the TensorBoard writer on every backend. Where it is not installed a
+:class:`SummaryWriter` writes nothing (the trainer prints one note about it), so task
+callbacks need no checks of their own.
+
+>>> writer = SummaryWriter(None)   # no directory: a writer that writes nothing
+>>> writer.enabled
+False
+>>> writer.scalar("loss", 1.0, step=1)
+"""
+
+from __future__ import annotations
+
+from keras_seq.backend import tensorflow_available, to_numpy
+
+__all__ = ["SummaryWriter", "to_numpy"]
+
+
+class SummaryWriter:
+    """A TensorBoard event-file writer for ``log_dir`` (``None`` or no TensorFlow: off)."""
+
+    def __init__(self, log_dir):
+        self._writer = None
+        if log_dir is not None and tensorflow_available():
+            import tensorflow as tf
+
+            self._writer = tf.summary.create_file_writer(str(log_dir))
+
+    @property
+    def enabled(self) -> bool:
+        return self._writer is not None
+
+    def _write(self, step: int, fn) -> None:
+        if self._writer is None:
+            return
+        with self._writer.as_default(step=int(step)):
+            fn()
+
+    def scalar(self, name: str, value, step: int) -> None:
+        self._write(step, lambda: _tf().summary.scalar(name, float(to_numpy(value))))
+
+    def text(self, name: str, text: str, step: int) -> None:
+        self._write(step, lambda: _tf().summary.text(name, _tf().constant(text)))
+
+    def histogram(self, name: str, values, step: int) -> None:
+        self._write(step, lambda: _tf().summary.histogram(name, to_numpy(values)))
+
+    def image_png(self, name: str, png: bytes, step: int) -> None:
+        """One PNG image (as written by ``matplotlib``'s ``savefig(format="png")``)."""
+        def write():
+            tf = _tf()
+            tf.summary.image(name, tf.image.decode_png(png, channels=4)[None])
+        self._write(step, write)
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+
+def _tf():
+    import tensorflow as tf
+
+    return tf
