@@ -52,3 +52,23 @@ def test_fit_with_jit_compile_matches_without():
         losses.append(lm.fit(ids, ids, batch_size=4, epochs=3, shuffle=False,
                              verbose=0).history["loss"])
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+
+
+def test_xla_gives_way_to_cudnn_on_a_tensorflow_gpu(monkeypatch):
+    from keras_seq.layers import dispatch
+    from keras_seq.training.trainer import _recurrent_paths, _xla_or_cudnn
+
+    lm = RecurrentLM(30, 8, 8, cell="lstm", num_layers=2)
+    lm(np.zeros((2, 3), "int32"))
+    assert set(_recurrent_paths(lm).values()) == {"fused-loop"}
+    lm.jit_compile = True
+    computing, notes = {"backend": "tensorflow", "jit_compile": True}, []
+    assert not _xla_or_cudnn(lm, computing, notes, print)  # no GPU: XLA stays
+    monkeypatch.setattr(dispatch, "gpu_available", lambda: True)
+    assert _xla_or_cudnn(lm, computing, notes, print)
+    assert computing["jit_compile"] is False and lm.jit_compile is False
+    assert notes[0][0] == "xla-off-for-cudnn"
+    rnn_only = RecurrentLM(30, 8, 8, cell="rnn")
+    rnn_only(np.zeros((2, 3), "int32"))
+    computing = {"backend": "tensorflow", "jit_compile": True}
+    assert not _xla_or_cudnn(rnn_only, computing, [], print)  # no cuDNN kernel: XLA stays

@@ -200,6 +200,38 @@ def _tensorboard(config, tb_dir: Path, printer):
                                         histogram_freq=getattr(config, "histogram_freq", 0))]
 
 
+def _recurrent_layers(model) -> list:
+    return [layer for layer in model._flatten_layers(include_self=False, recursive=True)
+            if hasattr(layer, "last_path") and hasattr(layer, "use_cudnn")]
+
+
+def _recurrent_paths(model) -> dict:
+    """``{layer name: the loop its last call ran}`` (``layers.dispatch``): cudnn, fused-loop…"""
+    return {layer.name: layer.last_path for layer in _recurrent_layers(model)}
+
+
+def _xla_or_cudnn(model, computing: dict, notes: list, printer) -> bool:
+    """On a TensorFlow GPU, cuDNN's RNN kernels don't compile under XLA (JAX's do): when
+    ``jit_compile`` was asked for and a layer can take the fused kernel, the fused kernel
+    wins (for a recurrent model it is the larger gain) and XLA is turned off, said and
+    recorded. Returns whether it turned XLA off."""
+    if computing["backend"] != "tensorflow" or not computing["jit_compile"]:
+        return False
+    from keras_seq.layers import dispatch
+
+    fused = [layer.name for layer in _recurrent_layers(model)
+             if layer.use_cudnn is not False and not dispatch.fused_kernel_blockers(layer)]
+    if not fused or not dispatch.gpu_available():
+        return False
+    model.jit_compile = computing["jit_compile"] = False
+    note = (f"note: jit_compile turned off: on a GPU {', '.join(fused)} run cuDNN's fused "
+            "kernel, which XLA cannot compile on TensorFlow (under --backend jax it can: "
+            "train there to have both)")
+    printer(note)
+    notes.append(("xla-off-for-cudnn", note))
+    return True
+
+
 def train(task: Task, config, run_dir: str | Path, resume: bool = False, verbose: int = 1,
           printer=print) -> dict:
     """Train ``task`` with ``config`` into ``run_dir`` (or continue it with ``resume=True``).
@@ -249,6 +281,9 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
     else:
         model = task.build_model(config, prepared)
     printer(f"{task.name}: {task.describe_model(model)}")
+    if _xla_or_cudnn(model, computing, backend_notes, printer):
+        config.jit_compile = False
+        config.save(run_dir / runs.CONFIG)
     printer(f"backend {computing['backend']}, mixed precision {computing['mixed_precision']}, "
             f"jit_compile {computing['jit_compile']}")
 
@@ -287,7 +322,8 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
     steps_run = _optimizer_steps(model) - steps_before
     results = {"run_dir": str(run_dir), "kind": task.name, "epochs_done": state["epochs_done"],
                "train_minutes": seconds / 60, "params": int(model.count_params()),
-               "time_budget_hit": budget.hit, **computing, "diagnostics": report}
+               "time_budget_hit": budget.hit, **computing,
+               "recurrent_paths": _recurrent_paths(model), "diagnostics": report}
     if plan.items_per_step:
         results[f"{plan.unit}_per_sec"] = steps_run * plan.items_per_step / max(seconds, 1e-9)
     results.update(task.results(config, prepared, run_dir, model))
