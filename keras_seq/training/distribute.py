@@ -1,0 +1,143 @@
+"""Stateful truncated BPTT on ``tf.distribute``: explicit stream rows per replica.
+
+A stateful language model carries each stream row's state from one window to the next, so
+a replica must see the *same* rows in every window. Nothing here relies on how
+``experimental_distribute_dataset`` happens to split a global batch (TF's documentation
+says not to): :class:`ReplicaRows` hands replica ``r`` (its id in the sync group, counted
+across workers) rows ``[r·b, (r+1)·b)`` of the ``B`` stream rows, ``b = B / R``, through
+``strategy.experimental_distribute_values_from_function``.
+
+The model is built with the per-replica batch ``b``; its state variables then hold one
+state per replica (mirrored variables updated in replica context). :func:`replica_states`
+reads every replica's copy (a plain read outside replica context returns replica 0's only)
+and :func:`restore_replica_states` writes them back, so a checkpoint keeps all of them.
+
+:func:`make_train_window` is the step: each replica computes the loss of its rows divided
+by the *global* number of target tokens, Keras's optimizer all-reduces the gradients with
+a sum, so one step equals a single-device step on the ``B`` rows (to float rounding).
+
+TensorFlow backend only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from keras_seq.errors import KerasSeqError
+
+STRATEGIES = ("one", "mirrored", "multi-worker")
+
+
+def make_strategy(name: str, devices=None):
+    """The ``tf.distribute`` strategy called ``name``.
+
+    ``one``: the default (no distribution); ``mirrored``: ``MirroredStrategy`` over
+    ``devices`` (names, or None for every visible GPU, else the CPU); ``multi-worker``:
+    ``MultiWorkerMirroredStrategy`` configured by ``TF_CONFIG``.
+    """
+    import tensorflow as tf
+
+    if name == "one":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy(devices)
+    if name == "multi-worker":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise KerasSeqError(f"received strategy {name!r}; expected one of {', '.join(STRATEGIES)}")
+
+
+class ReplicaRows:
+    """The stream's ``(x, y)`` windows, with fixed rows for each replica.
+
+    Args:
+        x, y: ``(N·B, T)`` arrays from :func:`keras_seq.data.batching.stream_arrays`
+            (window ``k`` is rows ``[k·B, (k+1)·B)``).
+        global_batch: ``B``, the number of stream rows; a multiple of the replica count.
+        strategy: the ``tf.distribute`` strategy.
+    """
+
+    def __init__(self, x, y, global_batch: int, strategy):
+        replicas = strategy.num_replicas_in_sync
+        if global_batch % replicas:
+            raise KerasSeqError(
+                f"a global batch of {global_batch} stream rows does not split over "
+                f"{replicas} replicas; use a --batch-size that is a multiple of {replicas}")
+        self.x, self.y = np.asarray(x), np.asarray(y)
+        self.global_batch, self.strategy = global_batch, strategy
+        self.per_replica = global_batch // replicas
+        self.num_windows = len(self.x) // global_batch
+
+    def rows(self, replica: int) -> slice:
+        """The stream rows replica ``replica`` owns, in every window."""
+        return slice(replica * self.per_replica, (replica + 1) * self.per_replica)
+
+    def window(self, k: int):
+        """Window ``k`` as distributed values: replica ``r`` gets ``rows(r)`` of it."""
+        import tensorflow as tf
+
+        xk = self.x[k * self.global_batch:(k + 1) * self.global_batch]  # (B, T)
+        yk = self.y[k * self.global_batch:(k + 1) * self.global_batch]
+
+        def values(ctx):
+            rows = self.rows(ctx.replica_id_in_sync_group)
+            return tf.constant(xk[rows]), tf.constant(yk[rows])  # (b, T) each
+
+        return self.strategy.experimental_distribute_values_from_function(values)
+
+
+def make_train_window(model, strategy, global_tokens: int):
+    """A compiled ``(x, y) -> loss`` step on distributed values (see the module docstring).
+
+    ``global_tokens``: target tokens in one global window (``B·T``); each replica's loss
+    is its summed cross-entropy over this, so the all-reduced gradient is the mean's.
+    """
+    import tensorflow as tf
+
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(x, training=True), tf.float32)  # (b, T, V)
+            per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits)  # (b, T)
+            loss = tf.reduce_sum(per_token) / global_tokens
+        variables = model.trainable_variables
+        grads = tape.gradient(loss, variables)
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                 for g in grads]
+        model.optimizer.apply(grads, variables)  # all-reduced (sum) across replicas
+        return loss
+
+    @tf.function
+    def train_window(values):
+        per_replica = strategy.run(replica_step, args=values)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    return train_window
+
+
+def _state_variables(model):
+    from keras_seq.layers.state import stateful_layers
+
+    return [v for layer in stateful_layers(model) for v in (layer.states or ())]
+
+
+def replica_states(model, strategy) -> list[list[np.ndarray]]:
+    """Every replica's copy of every state variable: ``[replica][variable] (b, S)``."""
+    per_variable = [[np.asarray(v) for v in strategy.experimental_local_results(var.value)]
+                    for var in _state_variables(model)]  # var.value: the tf.distribute one
+    return [list(copies) for copies in zip(*per_variable)] if per_variable else []
+
+
+def restore_replica_states(model, strategy, states) -> None:
+    """Write ``states`` (as :func:`replica_states` returns) back, each to its replica."""
+    import tensorflow as tf
+
+    variables = _state_variables(model)
+    if not variables:
+        return
+    values = strategy.experimental_distribute_values_from_function(
+        lambda ctx: tuple(tf.constant(s) for s in states[ctx.replica_id_in_sync_group]))
+
+    def assign(*replica_values):
+        for var, value in zip(variables, replica_values):
+            var.assign(value)
+
+    strategy.run(tf.function(assign), args=values)

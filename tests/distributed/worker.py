@@ -1,0 +1,66 @@
+"""Worker for tests/test_distribute.py: ``python worker.py OUT.json`` with two logical CPUs.
+
+Trains the same stateful LSTM LM from the same weights on the same token stream twice —
+one device with the global batch of B rows, and ``MirroredStrategy`` over two logical CPU
+devices with B/2 rows each — and writes both runs' per-window losses, final weights and
+final states (each replica's) as JSON.
+"""
+
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import tensorflow as tf  # noqa: E402
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_seq.data.batching import stream_arrays  # noqa: E402
+from keras_seq.models import RecurrentLM  # noqa: E402
+from keras_seq.training import distribute  # noqa: E402
+
+VOCAB, B, T = 17, 4, 6
+
+
+def run(strategy, weights):
+    with strategy.scope():
+        model = RecurrentLM(VOCAB, 8, 8, cell="lstm", stateful=True)
+        model(np.zeros((B // strategy.num_replicas_in_sync, 1), "int32"))
+        model.set_weights(weights)
+        model.compile(keras.optimizers.SGD(0.5))
+    model.reset_state()
+    stream = (np.arange(200) * 5 + np.arange(200) // 7) % (VOCAB - 1) + 1
+    x, y = stream_arrays(stream, batch_size=B, bptt=T)
+    rows = distribute.ReplicaRows(x, y, B, strategy)
+    step = distribute.make_train_window(model, strategy, global_tokens=B * T)
+    losses = [float(step(rows.window(k))) for k in range(rows.num_windows)]
+    states = distribute.replica_states(model, strategy)
+    saved = [[s.copy() for s in replica] for replica in states]
+    model.reset_state()
+    distribute.restore_replica_states(model, strategy, saved)
+    restored = distribute.replica_states(model, strategy)
+    return {"losses": losses,
+            "weights": [w.tolist() for w in model.get_weights()],
+            "states": [[s.tolist() for s in replica] for replica in states],
+            "restored": [[s.tolist() for s in replica] for replica in restored],
+            "replicas": strategy.num_replicas_in_sync}
+
+
+def main(out):
+    keras.utils.set_random_seed(0)
+    probe = RecurrentLM(VOCAB, 8, 8, cell="lstm")
+    probe(np.zeros((1, 1), "int32"))
+    weights = probe.get_weights()
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    result = {"one": run(distribute.make_strategy("one"), weights),
+              "mirrored": run(distribute.make_strategy("mirrored", devices), weights)}
+    with open(out, "w") as f:
+        json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
