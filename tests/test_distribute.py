@@ -35,8 +35,8 @@ def test_two_replicas_give_the_single_device_losses_and_weights(runs):
 def test_each_replica_keeps_its_own_rows_state(runs):
     """Replica r's state is the single-device state of rows [r·b, (r+1)·b): the rows each
     replica owns are fixed and contiguous, and every replica's copy is read."""
-    one, mirrored = runs["one"]["states"][0], runs["mirrored"]["states"]
-    assert len(mirrored) == 2
+    one, mirrored = runs["one"]["states"]["0"], runs["mirrored"]["states"]
+    mirrored = [mirrored["0"], mirrored["1"]]
     for i, state in enumerate(one):
         joined = np.concatenate([mirrored[0][i], mirrored[1][i]])
         np.testing.assert_allclose(joined, state, atol=1e-5)
@@ -44,6 +44,65 @@ def test_each_replica_keeps_its_own_rows_state(runs):
 
 
 def test_every_replica_state_restores(runs):
-    for saved, restored in zip(runs["mirrored"]["states"], runs["mirrored"]["restored"]):
-        for a, b in zip(saved, restored):
+    saved, restored = runs["mirrored"]["states"], runs["mirrored"]["restored"]
+    assert saved.keys() == restored.keys() == {"0", "1"}
+    for rid in saved:
+        for a, b in zip(saved[rid], restored[rid]):
             np.testing.assert_array_equal(a, b)
+
+
+def _free_ports(n):
+    import socket
+
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory):
+    """Two worker processes of one MultiWorkerMirroredStrategy cluster on localhost."""
+    folder = tmp_path_factory.mktemp("workers")
+    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
+    procs = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        env = {**os.environ, "TF_CONFIG": tf_config, "KERAS_BACKEND": "tensorflow",
+               "CUDA_VISIBLE_DEVICES": ""}
+        procs.append(subprocess.Popen(
+            [sys.executable, str(WORKER), str(folder / f"w{index}.json"), "multi-worker"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    try:
+        errors = [p.communicate(timeout=300)[1] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for p, err in zip(procs, errors):
+        assert p.returncode == 0, err[-3000:]
+    return [json.loads((folder / f"w{i}.json").read_text()) for i in range(2)]
+
+
+def test_two_workers_give_the_single_process_losses_and_weights(runs, workers):
+    one = runs["one"]
+    for worker in workers:
+        assert worker["replicas"] == 2
+        np.testing.assert_allclose(worker["losses"], one["losses"], rtol=1e-5)
+        for a, b in zip(worker["weights"], one["weights"]):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_workers_read_every_row_once_and_keep_their_state(runs, workers):
+    read = {int(rid): span for w in workers for rid, span in w["rows_read"].items()}
+    assert sorted(read) == [0, 1]
+    rows = sorted(r for span in read.values() for r in range(*span))
+    assert rows == list(range(4))  # every stream row of a window, none twice
+    one = runs["one"]["states"]["0"]
+    for worker in workers:
+        (rid, states), = worker["states"].items()
+        for state, full in zip(states, one):
+            np.testing.assert_allclose(state, np.asarray(full)[slice(*read[int(rid)])],
+                                       atol=1e-5)

@@ -119,14 +119,29 @@ def _state_variables(model):
     return [v for layer in stateful_layers(model) for v in (layer.states or ())]
 
 
-def replica_states(model, strategy) -> list[list[np.ndarray]]:
-    """Every replica's copy of every state variable: ``[replica][variable] (b, S)``."""
-    per_variable = [[np.asarray(v) for v in strategy.experimental_local_results(var.value)]
-                    for var in _state_variables(model)]  # var.value: the tf.distribute one
-    return [list(copies) for copies in zip(*per_variable)] if per_variable else []
+def local_replica_ids(strategy) -> list[int]:
+    """The sync-group ids of this worker's replicas, in local order."""
+    ids = strategy.experimental_distribute_values_from_function(
+        lambda ctx: ctx.replica_id_in_sync_group)
+    return [int(i) for i in strategy.experimental_local_results(ids)]
 
 
-def restore_replica_states(model, strategy, states) -> None:
+def replica_states(model, strategy) -> dict[int, list[np.ndarray]]:
+    """This worker's replicas' copies of every state variable:
+    ``{replica id in the sync group: [(b, S) per state variable]}``.
+
+    (A plain read outside replica context returns the first replica's copy only.)
+    """
+    variables = _state_variables(model)
+    if not variables:
+        return {}
+    # var.value is the tf.distribute variable behind the Keras one.
+    copies = [strategy.experimental_local_results(var.value) for var in variables]
+    return {rid: [np.asarray(c[i]) for c in copies]
+            for i, rid in enumerate(local_replica_ids(strategy))}
+
+
+def restore_replica_states(model, strategy, states: dict) -> None:
     """Write ``states`` (as :func:`replica_states` returns) back, each to its replica."""
     import tensorflow as tf
 

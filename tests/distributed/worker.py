@@ -1,9 +1,13 @@
-"""Worker for tests/test_distribute.py: ``python worker.py OUT.json`` with two logical CPUs.
+"""Worker for tests/test_distribute.py.
 
-Trains the same stateful LSTM LM from the same weights on the same token stream twice —
-one device with the global batch of B rows, and ``MirroredStrategy`` over two logical CPU
-devices with B/2 rows each — and writes both runs' per-window losses, final weights and
-final states (each replica's) as JSON.
+``python worker.py OUT.json``: with two logical CPUs, trains the same stateful LSTM LM from
+the same weights on the same token stream twice — one device with the global batch of B
+rows, and ``MirroredStrategy`` over the two devices with B/2 rows each — and writes both
+runs' per-window losses, final weights and final states (each replica's) as JSON.
+
+``python worker.py OUT.json multi-worker`` (with ``TF_CONFIG`` set): the same training as
+one worker of a ``MultiWorkerMirroredStrategy`` cluster; writes its losses, weights, its
+replicas' states and the stream rows each of its replicas read.
 """
 
 import json
@@ -13,8 +17,11 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf  # noqa: E402
 
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+MULTI_WORKER = sys.argv[2:] == ["multi-worker"]
+if not MULTI_WORKER:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -36,25 +43,33 @@ def run(strategy, weights):
     stream = (np.arange(200) * 5 + np.arange(200) // 7) % (VOCAB - 1) + 1
     x, y = stream_arrays(stream, batch_size=B, bptt=T)
     rows = distribute.ReplicaRows(x, y, B, strategy)
+    read = {rid: [rows.rows(rid).start, rows.rows(rid).stop]
+            for rid in distribute.local_replica_ids(strategy)}
     step = distribute.make_train_window(model, strategy, global_tokens=B * T)
     losses = [float(step(rows.window(k))) for k in range(rows.num_windows)]
     states = distribute.replica_states(model, strategy)
-    saved = [[s.copy() for s in replica] for replica in states]
+    saved = {rid: [s.copy() for s in replica] for rid, replica in states.items()}
     model.reset_state()
     distribute.restore_replica_states(model, strategy, saved)
     restored = distribute.replica_states(model, strategy)
     return {"losses": losses,
             "weights": [w.tolist() for w in model.get_weights()],
-            "states": [[s.tolist() for s in replica] for replica in states],
-            "restored": [[s.tolist() for s in replica] for replica in restored],
-            "replicas": strategy.num_replicas_in_sync}
+            "states": {rid: [s.tolist() for s in replica] for rid, replica in states.items()},
+            "restored": {rid: [s.tolist() for s in r] for rid, r in restored.items()},
+            "replicas": strategy.num_replicas_in_sync,
+            "rows_read": read}
 
 
 def main(out):
+    strategy = distribute.make_strategy("multi-worker") if MULTI_WORKER else None
     keras.utils.set_random_seed(0)
     probe = RecurrentLM(VOCAB, 8, 8, cell="lstm")
     probe(np.zeros((1, 1), "int32"))
     weights = probe.get_weights()
+    if MULTI_WORKER:
+        with open(out, "w") as f:
+            json.dump(run(strategy, weights), f)
+        return
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     result = {"one": run(distribute.make_strategy("one"), weights),
               "mirrored": run(distribute.make_strategy("mirrored", devices), weights)}
