@@ -106,3 +106,10 @@ def test_workers_read_every_row_once_and_keep_their_state(runs, workers):
         for state, full in zip(states, one):
             np.testing.assert_allclose(state, np.asarray(full)[slice(*read[int(rid)])],
                                        atol=1e-5)
+
+
+def test_each_replica_draws_its_own_dropout_masks(runs):
+    own, shared = runs["dropout"], runs["shared_dropout"]
+    assert shared["masks"][0] == shared["masks"][1]  # Keras's mirrored seeds: one mask
+    assert own["masks"][0] != own["masks"][1]
+    assert own["seeds"][0] == own["seeds"][1]  # the seed states stay in step

@@ -15,6 +15,7 @@ and :func:`restore_replica_states` writes them back, so a checkpoint keeps all o
 :func:`make_train_window` is the step: each replica computes the loss of its rows divided
 by the *global* number of target tokens, Keras's optimizer all-reduces the gradients with
 a sum, so one step equals a single-device step on the ``B`` rows (to float rounding).
+Each replica draws its own dropout masks (:func:`replica_seeds`).
 
 TensorFlow backend only.
 """
@@ -85,6 +86,37 @@ class ReplicaRows:
         return self.strategy.experimental_distribute_values_from_function(values)
 
 
+#: a prime far from 0: replica r's dropout seeds are the shared ones shifted by r times it
+REPLICA_SEED_STRIDE = 1_000_003
+
+
+def replica_seeds(model, fn):
+    """Run ``fn()`` in replica context with this replica's own dropout masks.
+
+    Keras's ``SeedGenerator`` states are mirrored, so every replica would draw the same
+    masks. For the call, each seed is shifted by ``replica id × REPLICA_SEED_STRIDE``; the
+    shift is taken back afterwards, so the draw counters advance as usual and every
+    replica ends in the same (checkpointable) seed state. Replica 0 draws what one device
+    would.
+    """
+    import tensorflow as tf
+
+    from keras_seq.training.callbacks import _seed_generators
+
+    generators = list(_seed_generators(model))
+    if not generators:
+        return fn()
+    replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+    offsets = [tf.stack([tf.cast(replica, g.state.dtype) * REPLICA_SEED_STRIDE,
+                         tf.zeros((), g.state.dtype)]) for g in generators]
+    for g, offset in zip(generators, offsets):
+        g.state.assign(g.state.value + offset)
+    out = fn()
+    for g, offset in zip(generators, offsets):
+        g.state.assign(g.state.value - offset)
+    return out
+
+
 def make_train_window(model, strategy, global_tokens: int):
     """A compiled ``(x, y) -> loss`` step on distributed values (see the module docstring).
 
@@ -95,7 +127,8 @@ def make_train_window(model, strategy, global_tokens: int):
 
     def replica_step(x, y):
         with tf.GradientTape() as tape:
-            logits = tf.cast(model(x, training=True), tf.float32)  # (b, T, V)
+            logits = replica_seeds(model, lambda: model(x, training=True))  # (b, T, V)
+            logits = tf.cast(logits, tf.float32)
             per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits)  # (b, T)
             loss = tf.reduce_sum(per_token) / global_tokens
         variables = model.trainable_variables

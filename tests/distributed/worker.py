@@ -60,6 +60,29 @@ def run(strategy, weights):
             "rows_read": read}
 
 
+def dropout_masks(strategy, own_masks: bool):
+    """Each replica's dropout mask on ones, and each replica's seed state after the draw."""
+    from keras_seq.training.callbacks import _seed_generators
+
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((16,)), keras.layers.Dropout(0.5, seed=1)])
+        model(np.ones((1, 16), "float32"))
+
+    def draw():
+        return model(tf.ones((1, 16)), training=True)
+
+    @tf.function
+    def step():
+        return strategy.run(lambda: distribute.replica_seeds(model, draw) if own_masks
+                            else draw())
+
+    masks = [m.numpy().ravel().tolist() for m in strategy.experimental_local_results(step())]
+    (generator,) = _seed_generators(model)
+    seeds = [s.numpy().tolist() for s in strategy.experimental_local_results(
+        generator.state.value)]
+    return {"masks": masks, "seeds": seeds}
+
+
 def main(out):
     strategy = distribute.make_strategy("multi-worker") if MULTI_WORKER else None
     keras.utils.set_random_seed(0)
@@ -71,8 +94,11 @@ def main(out):
             json.dump(run(strategy, weights), f)
         return
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    mirrored = distribute.make_strategy("mirrored", devices)
     result = {"one": run(distribute.make_strategy("one"), weights),
-              "mirrored": run(distribute.make_strategy("mirrored", devices), weights)}
+              "mirrored": run(mirrored, weights),
+              "dropout": dropout_masks(mirrored, own_masks=True),
+              "shared_dropout": dropout_masks(mirrored, own_masks=False)}
     with open(out, "w") as f:
         json.dump(result, f)
 
