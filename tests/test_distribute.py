@@ -113,3 +113,33 @@ def test_each_replica_draws_its_own_dropout_masks(runs):
     assert shared["masks"][0] == shared["masks"][1]  # Keras's mirrored seeds: one mask
     assert own["masks"][0] != own["masks"][1]
     assert own["seeds"][0] == own["seeds"][1]  # the seed states stay in step
+
+
+@pytest.mark.parametrize("clipped", [False, True])
+def test_fit_on_two_replicas_equals_one_device(runs, clipped):
+    """model.fit on the explicit-rows dataset: the same running losses, weights and
+    per-row states as one device; with global_clipnorm active too (Keras clips each
+    replica's local gradient; keras-seq clips the summed one, as one device does)."""
+    suffix = "_clipped" if clipped else ""
+    one, mirrored = runs["fit_one" + suffix], runs["fit_mirrored" + suffix]
+    assert len(one["losses"]) >= 3
+    np.testing.assert_allclose(mirrored["losses"], one["losses"], rtol=1e-5)
+    for a, b in zip(mirrored["weights"], one["weights"]):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    if clipped:  # the logged norm is the summed gradient's, before clipping
+        np.testing.assert_allclose(mirrored["grad_norms"], one["grad_norms"], rtol=1e-5)
+        assert max(one["grad_norms"]) > 0.05  # the clip (0.05) was active
+    joined = [np.concatenate([mirrored["states"]["0"][i], mirrored["states"]["1"][i]])
+              for i in range(2)]
+    for a, b in zip(joined, one["states"]["0"]):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_fit_on_two_workers_equals_one_device(runs, workers):
+    """model.fit under MultiWorkerMirroredStrategy (with distribute.fit_workarounds for
+    keras-team/keras#20585) gives the single-process run."""
+    one = runs["fit_one"]
+    for worker in workers:
+        np.testing.assert_allclose(worker["fit"]["losses"], one["losses"], rtol=1e-5)
+        for a, b in zip(worker["fit"]["weights"], one["weights"]):
+            np.testing.assert_allclose(a, b, atol=1e-5)

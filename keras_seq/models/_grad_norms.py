@@ -25,8 +25,14 @@ Example:
 
 from __future__ import annotations
 
+import threading
+
 import keras
 from keras import ops
+
+# Norms measured in the optimizer hook wait here for the step that made them; per thread,
+# since tf.distribute's MirroredStrategy traces each replica's step in its own thread.
+_PENDING = threading.local()
 
 
 def _dense(grad):
@@ -42,6 +48,42 @@ def global_norm(grads):
     """``sqrt(Σ ‖g‖²)`` over the non-None gradients, in float32."""
     squares = [ops.sum(ops.square(ops.cast(_dense(g), "float32"))) for g in grads if g is not None]
     return ops.sqrt(ops.sum(ops.stack(squares))) if squares else ops.zeros(())
+
+
+def _presum_if_clipping(grads, optimizer):
+    """Under ``tf.distribute`` with several replicas, Keras clips each replica's *local*
+    gradient before its all-reduce sums them, so ``global_clipnorm`` bounds the wrong
+    vector and a distributed step differs from a single-device one. When the optimizer
+    clips, sum the gradients across replicas here, then hand Keras each replica's share
+    ``sum / R``: Keras's clip then sees the true norm divided by ``R`` — by then clipping
+    is done here exactly — and its all-reduce adds the shares back to the (clipped) sum.
+
+    Returns ``(gradients to measure, gradients for Keras)``: the summed unclipped ones and
+    the shares when this applies, else the local gradients twice.
+    """
+    clipping = any(getattr(optimizer, name, None) for name in
+                   ("clipnorm", "global_clipnorm", "clipvalue"))
+    if not clipping or keras.backend.backend() != "tensorflow":
+        return grads, grads
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    if context is None or replicas == 1:
+        return grads, grads
+    present = [g for g in grads if g is not None]
+    summed = iter(context.all_reduce(tf.distribute.ReduceOp.SUM, present))
+    total = [None if g is None else next(summed) for g in grads]
+    if optimizer.global_clipnorm:
+        clipped, _ = tf.clip_by_global_norm(total, optimizer.global_clipnorm)
+    elif optimizer.clipnorm:
+        clipped = [None if g is None else tf.clip_by_norm(g, optimizer.clipnorm)
+                   for g in total]
+    else:
+        clipped = [None if g is None else tf.clip_by_value(g, -optimizer.clipvalue,
+                                                           optimizer.clipvalue)
+                   for g in total]
+    return total, [None if g is None else g / replicas for g in clipped]
 
 
 class GradNormLogs:
@@ -65,7 +107,8 @@ class GradNormLogs:
             grads = [None if g is None else _dense(g) for g in grads]
             variables = (optimizer._trainable_variables if trainable_variables is None
                          else trainable_variables)
-            model._measure(grads, list(variables), optimizer)
+            measured, grads = _presum_if_clipping(grads, optimizer)
+            model._measure(measured, list(variables), optimizer)
             return apply(grads, trainable_variables)
 
         optimizer.apply = apply_and_measure  # an instance attribute: not serialized
@@ -81,14 +124,14 @@ class GradNormLogs:
             group = [by_id.get(id(v), by_path.get(v.path)) for v in layer.trainable_variables]
             if any(g is not None for g in group):
                 norms[f"grad_norm/{name}"] = global_norm(group) * unscale
-        self._pending_grad_norms = norms
+        _PENDING.norms = norms
 
     def train_step(self, *args):
-        self._pending_grad_norms = {}
+        _PENDING.norms = {}
         if self.optimizer is not None:
             self._hook_optimizer(self.optimizer)
         out = super().train_step(*args)
-        norms, self._pending_grad_norms = self._pending_grad_norms, {}
+        norms, _PENDING.norms = _PENDING.norms, {}
         if keras.backend.backend() == "jax":  # (logs, state)
             logs, state = out
             return {**logs, **norms}, state

@@ -22,6 +22,8 @@ TensorFlow backend only.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from keras_seq.errors import KerasSeqError
@@ -117,6 +119,34 @@ def replica_seeds(model, fn):
     return out
 
 
+def stream_dataset(x, y, global_batch: int, strategy):
+    """The TBPTT windows as a distributed dataset for ``model.fit``, rows fixed per replica.
+
+    Built with ``distribute_datasets_from_function``: each worker's input pipeline yields,
+    window after window, one ``(b, T)`` batch per local replica in replica order (its
+    replicas dequeue "one input after another", as TF documents), each holding that
+    replica's :meth:`ReplicaRows.rows`. Nothing depends on how TF would split a global
+    batch.
+    """
+    import tensorflow as tf
+
+    rows = ReplicaRows(x, y, global_batch, strategy)
+    local = local_replica_ids(strategy)
+
+    def dataset_fn(ctx):
+        xs, ys = [], []
+        for k in range(rows.num_windows):
+            window = slice(k * global_batch, (k + 1) * global_batch)
+            for replica in local:  # local replicas dequeue in turn
+                part = rows.rows(replica)
+                xs.append(rows.x[window][part])
+                ys.append(rows.y[window][part])
+        data = tf.data.Dataset.from_tensor_slices((np.stack(xs), np.stack(ys)))
+        return data.prefetch(len(local))
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
 def make_train_window(model, strategy, global_tokens: int):
     """A compiled ``(x, y) -> loss`` step on distributed values (see the module docstring).
 
@@ -189,3 +219,64 @@ def restore_replica_states(model, strategy, states: dict) -> None:
             var.assign(value)
 
     strategy.run(tf.function(assign), args=values)
+
+
+def is_multi_worker(strategy) -> bool:
+    import tensorflow as tf
+
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and \
+        strategy.extended._num_workers > 1
+
+
+@contextlib.contextmanager
+def fit_workarounds(strategy):
+    """``model.fit`` under ``MultiWorkerMirroredStrategy`` on Keras 3.15 (keras-team/keras
+    #20585, open): two places in Keras's TensorFlow trainer reduce across workers wrongly.
+
+    1. ``_maybe_symbolic_build`` builds the model on ``strategy.reduce("MEAN", batch)`` of
+       a tuple of per-replica batches, which collective all-reduce cannot take; the build
+       needs only shapes, so it is given this worker's first local batch instead.
+    2. ``reduce_per_replica`` averages each log with ``strategy.reduce("MEAN", v, axis=0)``,
+       which fails on a scalar (every loss and metric); scalars are reduced with
+       ``axis=None`` (the mean over replicas), others as Keras does.
+
+    Both are patched only inside this context and only for a multi-worker strategy; other
+    strategies run Keras unchanged.
+    """
+    if not is_multi_worker(strategy):
+        yield
+        return
+    import tensorflow as tf
+    from keras.src import tree
+    from keras.src.backend.tensorflow import trainer as tf_trainer
+
+    original_build = tf_trainer.TensorFlowTrainer._maybe_symbolic_build
+    original_reduce = tf_trainer.reduce_per_replica
+
+    def symbolic_build(self, iterator=None, data_batch=None):
+        if iterator is not None:
+            for _, _, it in iterator:
+                data_batch = tree.map_structure(
+                    lambda v: self.distribute_strategy.experimental_local_results(v)[0]
+                    if isinstance(v, tf.distribute.DistributedValues) else v, next(it))
+                break
+        with self.distribute_strategy.scope():
+            self._symbolic_build(data_batch=data_batch)
+
+    def reduce_per_replica(values, strategy, reduction):
+        if reduction not in ("auto", "mean"):
+            return original_reduce(values, strategy, reduction)
+
+        def mean(v):
+            rank = len(strategy.experimental_local_results(v)[0].shape)
+            return strategy.reduce("MEAN", v, axis=None if rank == 0 else 0)
+
+        return tree.map_structure(mean, values)
+
+    tf_trainer.TensorFlowTrainer._maybe_symbolic_build = symbolic_build
+    tf_trainer.reduce_per_replica = reduce_per_replica
+    try:
+        yield
+    finally:
+        tf_trainer.TensorFlowTrainer._maybe_symbolic_build = original_build
+        tf_trainer.reduce_per_replica = original_reduce

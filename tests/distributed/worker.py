@@ -60,6 +60,35 @@ def run(strategy, weights):
             "rows_read": read}
 
 
+def run_fit(strategy, weights, clip=None):
+    """The same training through ``model.fit`` on :func:`distribute.stream_dataset`
+    (``clip``: the optimizer's ``global_clipnorm``)."""
+    with strategy.scope():
+        model = RecurrentLM(VOCAB, 8, 8, cell="lstm", stateful=True)
+        model(np.zeros((B // strategy.num_replicas_in_sync, 1), "int32"))
+        model.set_weights(weights)
+        model.compile(keras.optimizers.SGD(0.5, global_clipnorm=clip),
+                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.reset_state()
+    stream = (np.arange(200) * 5 + np.arange(200) // 7) % (VOCAB - 1) + 1
+    x, y = stream_arrays(stream, batch_size=B, bptt=T)
+    data = distribute.stream_dataset(x, y, B, strategy)
+    losses, norms = [], []
+
+    def record(batch, logs):
+        losses.append(float(logs["loss"]))
+        norms.append(float(logs["grad_norm"]))
+
+    callback = keras.callbacks.LambdaCallback(on_train_batch_end=record)
+    with distribute.fit_workarounds(strategy):
+        model.fit(data, epochs=1, steps_per_epoch=len(x) // B, shuffle=False, verbose=0,
+                  callbacks=[callback])
+    states = distribute.replica_states(model, strategy)
+    return {"losses": losses, "grad_norms": norms,
+            "weights": [w.tolist() for w in model.get_weights()],
+            "states": {rid: [s.tolist() for s in replica] for rid, replica in states.items()}}
+
+
 def dropout_masks(strategy, own_masks: bool):
     """Each replica's dropout mask on ones, and each replica's seed state after the draw."""
     from keras_seq.training.callbacks import _seed_generators
@@ -91,12 +120,16 @@ def main(out):
     weights = probe.get_weights()
     if MULTI_WORKER:
         with open(out, "w") as f:
-            json.dump(run(strategy, weights), f)
+            json.dump({**run(strategy, weights), "fit": run_fit(strategy, weights)}, f)
         return
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     mirrored = distribute.make_strategy("mirrored", devices)
     result = {"one": run(distribute.make_strategy("one"), weights),
               "mirrored": run(mirrored, weights),
+              "fit_one": run_fit(distribute.make_strategy("one"), weights),
+              "fit_mirrored": run_fit(mirrored, weights),
+              "fit_one_clipped": run_fit(distribute.make_strategy("one"), weights, clip=0.05),
+              "fit_mirrored_clipped": run_fit(mirrored, weights, clip=0.05),
               "dropout": dropout_masks(mirrored, own_masks=True),
               "shared_dropout": dropout_masks(mirrored, own_masks=False)}
     with open(out, "w") as f:
