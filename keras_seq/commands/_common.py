@@ -91,6 +91,13 @@ def add_backend_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--jit-compile", action="store_true", default=None,
                    help="compile the train step (XLA on TensorFlow, torch.compile on torch; "
                         "JAX always compiles)")
+    g.add_argument("--strategy", choices=("one", "mirrored", "multi-worker"), default=None,
+                   help="tf.distribute: one device, mirrored over --devices of this host, or "
+                        "multi-worker (one process per host, TF_CONFIG); --batch-size is the "
+                        "global batch (default one)")
+    g.add_argument("--devices", type=int, default=None,
+                   help="mirrored: how many devices (GPUs; logical CPU devices on a host "
+                        "without one); default every GPU")
 
 
 def use_backend(args) -> str:
@@ -99,6 +106,16 @@ def use_backend(args) -> str:
     from keras_seq.backend import select_backend
 
     args.backend = select_backend(getattr(args, "backend", None))
+    strategy = getattr(args, "strategy", None)
+    if strategy == "mirrored" and getattr(args, "devices", None):
+        # Logical CPU devices (a host without a GPU) must exist before TF's runtime starts.
+        from keras_seq.training.distribute import device_names
+
+        device_names(args.devices)
+    elif strategy == "multi-worker":  # configures the runtime for collectives: first
+        from keras_seq.training.distribute import make_strategy
+
+        make_strategy("multi-worker")
     return args.backend
 
 

@@ -55,7 +55,8 @@ def register(subparsers) -> None:
         p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
         p.add_argument("--quiet", action="store_true", help="one line per epoch")
         add_json_arg(p)
-        add_config_args(p, config_cls, skip=("backend", "mixed_precision", "jit_compile"))
+        add_config_args(p, config_cls, skip=("backend", "mixed_precision", "jit_compile",
+                                                 "strategy", "devices", "replicas"))
         add_backend_args(p)
         p.set_defaults(func=run_train, kind=kind)
 

@@ -81,12 +81,25 @@ class RowStateResets(keras.callbacks.Callback):
         variables = list(self._state_variables())
         if not variables:
             return
-        rows = int(variables[0].shape[0])
+        strategy = _distribution(self.model)
+        replicas = 1 if strategy is None else strategy.num_replicas_in_sync
+        per_replica = int(variables[0].shape[0])
+        rows = per_replica * replicas  # the global batch: the same draw on any replicas
         rng = np.random.default_rng([self.seed, self.epoch, int(batch)])
         keep = rng.random(rows) >= self.prob  # (B,)
         if keep.all():
             return
         self.rows_reset += int((~keep).sum())
+        if replicas > 1:  # each replica's own rows, in its own copy of the state
+            from keras_seq.training import distribute
+
+            states = distribute.replica_states(self.model, strategy)
+            for rid, replica in states.items():
+                mask = keep[rid * per_replica:(rid + 1) * per_replica]
+                states[rid] = [s * mask.astype(s.dtype).reshape((-1,) + (1,) * (s.ndim - 1))
+                               for s in replica]
+            distribute.restore_replica_states(self.model, strategy, states)
+            return
         # JAX's fit keeps the variables' values in its own state during an epoch; put them
         # back first (fit then takes the state from the variables for the next step).
         sync = getattr(self.model, "jax_state_sync", None)
@@ -95,6 +108,12 @@ class RowStateResets(keras.callbacks.Callback):
         for state in variables:  # (B, U) each
             shape = (rows,) + (1,) * (len(state.shape) - 1)
             state.assign(state.value * keep.astype(state.dtype).reshape(shape))
+
+
+def _distribution(model):
+    """The model's ``tf.distribute`` strategy when it trains on several replicas, else None."""
+    strategy = getattr(model, "_distribute_strategy", None)
+    return strategy if strategy is not None and strategy.num_replicas_in_sync > 1 else None
 
 
 class PTBLearningRate(keras.callbacks.Callback):

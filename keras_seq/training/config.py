@@ -31,6 +31,8 @@ from keras_seq import __version__
 from keras_seq.backend import BACKENDS, mixed_precision_problem
 from keras_seq.errors import KerasSeqError
 
+STRATEGIES = ("one", "mirrored", "multi-worker")
+
 
 @dataclass
 class TrainConfig:
@@ -48,6 +50,10 @@ class TrainConfig:
     backend: str | None = None  # the Keras backend that started the run (None: the running one)
     mixed_precision: str = "off"  # off | mixed_float16 | mixed_bfloat16 (Keras dtype policy)
     jit_compile: bool = False  # XLA (TF), torch.compile (torch); JAX always compiles: True
+    # tf.distribute (``--strategy/--devices``): batch_size stays the global batch
+    strategy: str = "one"  # one | mirrored (devices of one host) | multi-worker (TF_CONFIG)
+    devices: int | None = None  # mirrored: how many GPUs (or logical CPUs without a GPU)
+    replicas: int = 1  # recorded: the replicas the run trained on
     version: str = field(default=__version__)
 
     def problems(self) -> list[str]:
@@ -71,6 +77,17 @@ class TrainConfig:
             problems.append(problem)
         if not isinstance(self.jit_compile, bool):
             problems.append(f"jit_compile must be true or false (got {self.jit_compile!r})")
+        if self.strategy not in STRATEGIES:
+            problems.append(f"strategy must be one of {', '.join(STRATEGIES)} "
+                            f"(got {self.strategy!r})")
+        if self.devices is not None and (
+                not isinstance(self.devices, int) or isinstance(self.devices, bool)
+                or self.devices < 1 or self.strategy != "mirrored"):
+            problems.append(f"devices is for --strategy mirrored, a count ≥ 1 (got "
+                            f"{self.devices!r} with strategy {self.strategy!r})")
+        if self.strategy != "one" and self.backend not in (None, "tensorflow"):
+            problems.append(f"strategy {self.strategy} runs on tf.distribute: it needs the "
+                            f"tensorflow backend (got {self.backend})")
         return problems
 
     def recurrent_problems(self, *positive: str) -> list[str]:

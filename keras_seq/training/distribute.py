@@ -27,26 +27,63 @@ import contextlib
 import numpy as np
 
 from keras_seq.errors import KerasSeqError
+from keras_seq.training.config import STRATEGIES
 
-STRATEGIES = ("one", "mirrored", "multi-worker")
+_MULTI_WORKER = None
 
 
 def make_strategy(name: str, devices=None):
     """The ``tf.distribute`` strategy called ``name``.
 
     ``one``: the default (no distribution); ``mirrored``: ``MirroredStrategy`` over
-    ``devices`` (names, or None for every visible GPU, else the CPU); ``multi-worker``:
-    ``MultiWorkerMirroredStrategy`` configured by ``TF_CONFIG``.
+    ``devices`` (a list of device names; a count N: the first N GPUs, or on a host
+    without a GPU N logical CPU devices, which must be made before TensorFlow starts its
+    runtime; None: every GPU); ``multi-worker``: ``MultiWorkerMirroredStrategy``
+    configured by ``TF_CONFIG``.
     """
     import tensorflow as tf
 
     if name == "one":
         return tf.distribute.get_strategy()
     if name == "mirrored":
+        if isinstance(devices, int):
+            devices = device_names(devices)
         return tf.distribute.MirroredStrategy(devices)
     if name == "multi-worker":
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        # One per process, made at start-up (before TF's runtime starts, which it
+        # configures for collectives): the CLI makes it first and the trainer reuses it.
+        global _MULTI_WORKER
+        if _MULTI_WORKER is None:
+            _MULTI_WORKER = tf.distribute.MultiWorkerMirroredStrategy()
+        return _MULTI_WORKER
     raise KerasSeqError(f"received strategy {name!r}; expected one of {', '.join(STRATEGIES)}")
+
+
+def device_names(count: int) -> list[str]:
+    """``count`` GPUs, or ``count`` logical CPU devices on a host without a GPU.
+
+    Physical devices are listed first: listing logical ones starts TensorFlow's runtime,
+    after which no logical device can be made.
+    """
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        gpus = tf.config.list_logical_devices("GPU")
+        if count > len(gpus):
+            raise KerasSeqError(f"--devices {count}: this host has {len(gpus)} GPU(s)")
+        return [d.name for d in gpus[:count]]
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    configured = tf.config.get_logical_device_configuration(cpu) or []
+    if len(configured) < count:
+        try:
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+        except RuntimeError as err:  # the runtime already started
+            raise KerasSeqError(
+                f"--devices {count} on a host without a GPU needs {count} logical CPU "
+                "devices, which TensorFlow can only make before its runtime starts "
+                f"({err}); run the command in a fresh process") from err
+    return [d.name for d in tf.config.list_logical_devices("CPU")[:count]]
 
 
 class ReplicaRows:
@@ -142,7 +179,8 @@ def stream_dataset(x, y, global_batch: int, strategy):
                 xs.append(rows.x[window][part])
                 ys.append(rows.y[window][part])
         data = tf.data.Dataset.from_tensor_slices((np.stack(xs), np.stack(ys)))
-        return data.prefetch(len(local))
+        # Epoch after epoch in the same order (fit takes steps_per_epoch windows a time).
+        return data.repeat().prefetch(len(local))
 
     return strategy.distribute_datasets_from_function(dataset_fn)
 
@@ -222,10 +260,18 @@ def restore_replica_states(model, strategy, states: dict) -> None:
 
 
 def is_multi_worker(strategy) -> bool:
+    """Whether ``strategy`` spans several worker processes."""
+    if strategy is None:
+        return False
     import tensorflow as tf
 
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and \
         strategy.extended._num_workers > 1
+
+
+def strategy_scope(strategy):
+    """``strategy.scope()``, or a no-op context for no strategy."""
+    return contextlib.nullcontext() if strategy is None else strategy.scope()
 
 
 @contextlib.contextmanager

@@ -85,6 +85,9 @@ class Task:
     #: "epoch": stop at the first epoch end past the budget (keeps stateful streams whole);
     #: "batch": stop mid-epoch as soon as it is past.
     budget_check: str = "epoch"
+    #: whether ``--strategy mirrored|multi-worker`` is implemented for the task (its
+    #: :meth:`fit_plan` serves ``prepared.data["strategy"]``'s replicas)
+    distributable: bool = False
 
     def prepare(self, config, run_dir: Path, resume: bool, printer) -> Prepared:
         """Load the data; fit the tokenizers (fresh) or load them from ``run_dir`` (resume).
@@ -246,22 +249,54 @@ def train(task: Task, config, run_dir: str | Path, resume: bool = False, verbose
     config.validate()
     backend_notes: list[tuple[str, str]] = []
     computing = _settle_backend(config, resume, printer, backend_notes)
+    strategy = _settle_strategy(task, config, resume, printer)
     previous_policy = _set_policy(config.mixed_precision)
     try:
         return _train(task, config, run_dir, resume, verbose, printer, computing,
-                      backend_notes)
+                      backend_notes, strategy)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 
 
+def _settle_strategy(task, config, resume: bool, printer):
+    """The ``tf.distribute`` strategy of ``config.strategy`` (None for ``one``), with the
+    replica count recorded in the config; a resumed run keeps its replica count (it fixes
+    the per-replica batch the model was built with)."""
+    if config.strategy == "one":
+        return None
+    if not task.distributable:
+        raise KerasSeqError(f"--strategy {config.strategy} is not available for "
+                            f"`keras-seq train {task.name}` yet; it trains on one device")
+    from keras_seq.backend import require_tensorflow_backend
+    from keras_seq.training import distribute
+
+    require_tensorflow_backend(f"--strategy {config.strategy}")
+    strategy = distribute.make_strategy(config.strategy, devices=config.devices)
+    replicas = strategy.num_replicas_in_sync
+    if resume and replicas != config.replicas:
+        raise KerasSeqError(
+            f"this run trained on {config.replicas} replica(s) and would resume on "
+            f"{replicas}: the replica count fixes the per-replica batch, so resume with the "
+            "same --strategy/--devices (and the same number of workers)")
+    if config.batch_size % replicas:
+        raise KerasSeqError(f"--batch-size {config.batch_size} (the global batch) does not "
+                            f"split over {replicas} replicas; use a multiple of {replicas}")
+    config.replicas = replicas
+    printer(f"strategy {config.strategy}: {replicas} replica(s), {config.batch_size // replicas}"
+            f" of the {config.batch_size} stream rows each")
+    return strategy
+
+
 def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, computing: dict,
-           backend_notes: list) -> dict:
+           backend_notes: list, strategy=None) -> dict:
     import keras
 
     from keras_seq.training import callbacks as cb
+    from keras_seq.training.distribute import fit_workarounds, strategy_scope
 
     keras.utils.set_random_seed(config.seed)
     prepared = task.prepare(config, run_dir, resume, printer)
+    prepared.data["strategy"] = strategy
     for _, note in prepared.notes:
         printer(note)
     initial_epoch = runs.epochs_done(run_dir) if resume else 0
@@ -275,11 +310,12 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
             artifact.save(run_dir / filename)
         config.save(run_dir / runs.CONFIG)
 
-    if resume:
-        model, initial_epoch = cb.resume_from_checkpoint(run_dir)
-        model.jit_compile = computing["jit_compile"]  # as the run was compiled
-    else:
-        model = task.build_model(config, prepared)
+    with strategy_scope(strategy):  # a distributed model's variables live on every replica
+        if resume:
+            model, initial_epoch = cb.resume_from_checkpoint(run_dir)
+            model.jit_compile = computing["jit_compile"]  # as the run was compiled
+        else:
+            model = task.build_model(config, prepared)
     printer(f"{task.name}: {task.describe_model(model)}")
     if _xla_or_cudnn(model, computing, backend_notes, printer):
         config.jit_compile = False
@@ -311,8 +347,9 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
 
     steps_before = _optimizer_steps(model)
     started = time.monotonic()
-    model.fit(**plan.kwargs, epochs=config.epochs, initial_epoch=initial_epoch,
-              callbacks=callbacks, verbose=verbose)
+    with fit_workarounds(strategy):
+        model.fit(**plan.kwargs, epochs=config.epochs, initial_epoch=initial_epoch,
+                  callbacks=callbacks, verbose=verbose)
     seconds = time.monotonic() - started
     if nan_guard.tripped:
         last = run_dir / runs.LAST

@@ -18,7 +18,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from keras_seq.data.batching import padded_batches, stream_dataset
+from keras_seq.data.batching import padded_batches, stream_arrays, stream_dataset
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.keras_metrics import Perplexity
@@ -176,9 +176,31 @@ def build_model(config: LMConfig, vocab_size: int):
         weight_dropout=config.weight_dropout, proj_units=config.proj_units,
         coupled_input_forget=config.cifg,
     )
-    shape = (config.batch_size, config.bptt) if stateful else (1, config.bptt)
+    # Stateful: built for the rows one replica owns (the whole batch on one device).
+    shape = (config.batch_size // config.replicas, config.bptt) if stateful else (1, config.bptt)
     model(np.zeros(shape, np.int32))
     return _compile(model, config)
+
+
+def _distributed_plan(config: LMConfig, train_ids, val_ids, strategy, printer) -> FitPlan:
+    """The stream on ``tf.distribute``: every replica owns fixed rows of it
+    (:func:`keras_seq.training.distribute.stream_dataset`)."""
+    from keras_seq.training import distribute
+
+    B, T = config.batch_size, config.bptt
+    x, y = stream_arrays(train_ids, B, T)
+    if config.max_steps_per_epoch:
+        x, y = x[: config.max_steps_per_epoch * B], y[: config.max_steps_per_epoch * B]
+    steps = len(x) // B
+    kwargs = {"x": distribute.stream_dataset(x, y, B, strategy), "steps_per_epoch": steps,
+              "shuffle": False, "validation_data": None}
+    if len(val_ids) > B * (T + 1):
+        vx, vy = stream_arrays(val_ids, B, T)
+        kwargs["validation_data"] = distribute.stream_dataset(vx, vy, B, strategy)
+        kwargs["validation_steps"] = len(vx) // B
+    else:
+        printer(f"note: val split too short for batch {B} × bptt {T}; no validation in fit")
+    return FitPlan(kwargs, steps, items_per_step=B * T, unit="tokens")
 
 
 class LMTask(trainer.Task):
@@ -187,6 +209,7 @@ class LMTask(trainer.Task):
     name = "lm"
     config_cls = LMConfig
     budget_check = "epoch"  # stateful streams stay whole, so --resume is exact
+    distributable = True  # truncated BPTT (the RNN LM): --strategy mirrored|multi-worker
 
     def prepare(self, config: LMConfig, run_dir: Path, resume: bool, printer) -> Prepared:
         corpus = corpus_for(config)
@@ -221,6 +244,13 @@ class LMTask(trainer.Task):
                    else [])
             kwargs = fit_kwargs(train, val, config.seed, initial_epoch, steps)
             return FitPlan(kwargs, steps, items_per_step=B, unit="tokens")
+        strategy = prepared.data.get("strategy")
+        if strategy is not None:
+            if config.model != "rnn" or config.bptt_mode != "truncated":
+                raise KerasSeqError("--strategy mirrored|multi-worker trains the RNN LM with "
+                                    "truncated BPTT; the NPLM and --bptt-mode full train on "
+                                    "one device")
+            return _distributed_plan(config, train_ids, val_ids, strategy, printer)
         if config.bptt_mode == "truncated":  # the stream in order: a PyDataset, any backend
             train = stream_dataset(train_ids, B, T, max_batches=config.max_steps_per_epoch)
             steps = len(train)

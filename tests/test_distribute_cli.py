@@ -1,0 +1,152 @@
+"""`keras-seq train lm --strategy …` end to end (issue 16): two logical CPU devices, two
+localhost workers, and a worker killed mid-epoch, each against one device."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ARGS = ["--data", "python-docs", "--tokenizer", "char", "--cell", "lstm", "--units", "16",
+        "--embed-dim", "8", "--batch-size", "4", "--bptt", "10", "--dropout", "0",
+        "--lr", "0.01", "--quiet"]
+KERAS_SEQ = [sys.executable, "-m", "keras_seq.cli"]
+
+
+def _env(**extra):
+    return {**os.environ, "KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": "",
+            "TF_CPP_MIN_LOG_LEVEL": "3", **extra}
+
+
+def _train(run_dir, *extra, env=None, check=True):
+    done = subprocess.run([*KERAS_SEQ, "train", "lm", "--run-dir", str(run_dir), *ARGS,
+                           *map(str, extra)], env=env or _env(), capture_output=True,
+                          text=True, timeout=300)
+    if check:
+        assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def _weights(run_dir):
+    import keras
+
+    import keras_seq.keras_metrics  # noqa: F401  (registers the classes the file names)
+    import keras_seq.models  # noqa: F401
+
+    return keras.saving.load_model(Path(run_dir) / "checkpoints" / "last.keras").get_weights()
+
+
+def _losses(run_dir):
+    lines = (Path(run_dir) / "metrics.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    rows = [dict(zip(header, line.split(","))) for line in lines[1:]]
+    return [int(r["epoch"]) for r in rows], [float(r["loss"]) for r in rows]
+
+
+def _same_run(a, b):
+    epochs_a, losses_a = _losses(a)
+    epochs_b, losses_b = _losses(b)
+    assert epochs_a == epochs_b  # no gap, no duplicate epoch
+    np.testing.assert_allclose(losses_a, losses_b, rtol=1e-5)
+    for x, y in zip(_weights(a), _weights(b)):
+        np.testing.assert_allclose(x, y, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("single") / "run"
+    _train(run_dir, "--epochs", 3, "--max-steps-per-epoch", 24)
+    return run_dir
+
+
+def test_mirrored_on_two_logical_cpus_equals_one_device(single, tmp_path):
+    run_dir = tmp_path / "mirrored"
+    _train(run_dir, "--epochs", 3, "--max-steps-per-epoch", 24, "--strategy", "mirrored",
+           "--devices", 2)
+    config = json.loads((run_dir / "config.json").read_text())
+    assert (config["strategy"], config["replicas"]) == ("mirrored", 2)
+    _same_run(run_dir, single)
+
+
+def test_strategy_flags_are_checked_first(tmp_path):
+    done = _train(tmp_path / "r", "--strategy", "mirrored", "--devices", 3, "--epochs", 1,
+                  check=False)
+    assert done.returncode == 2 and "multiple of 3" in done.stderr
+    done = _train(tmp_path / "r", "--strategy", "one", "--devices", 2, check=False)
+    assert done.returncode == 2 and "devices is for --strategy mirrored" in done.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def _ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _start_workers(folder, extra, ports):
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    procs = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        procs.append(subprocess.Popen(
+            [*KERAS_SEQ, "train", "lm", "--run-dir", str(folder / f"w{index}"), *ARGS,
+             "--strategy", "multi-worker", *map(str, extra)],
+            env=_env(TF_CONFIG=tf_config), stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True))
+    return procs
+
+
+def _finish(procs, timeout=300):
+    try:
+        errors = [p.communicate(timeout=timeout)[1] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for p, err in zip(procs, errors):
+        assert p.returncode == 0, err[-3000:]
+
+
+def _epochs_done(run_dir):
+    try:
+        return json.loads((run_dir / "state.json").read_text())["epochs_done"]
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def test_two_workers_equal_one_device(single, tmp_path):
+    _finish(_start_workers(tmp_path, ["--epochs", 3, "--max-steps-per-epoch", 24],
+                           _ports(2)))
+    for index in range(2):
+        _same_run(tmp_path / f"w{index}", single)
+
+
+def test_killed_worker_resumes_to_the_same_weights(single, tmp_path):
+    """SIGKILL one worker in epoch 2; the cluster, restarted with --resume, resumes from the
+    last checkpoint (epoch boundaries: the stream's state is reset each epoch) and ends
+    with the uninterrupted run's weights."""
+    extra = ["--epochs", 3, "--max-steps-per-epoch", 24]
+    procs = _start_workers(tmp_path, extra, _ports(2))
+    deadline = time.monotonic() + 240
+    while _epochs_done(tmp_path / "w1") < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    procs[1].send_signal(signal.SIGKILL)  # mid-epoch 2 of 3
+    while _epochs_done(tmp_path / "w0") < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.5)
+    procs[0].kill()  # blocked in a collective with the dead worker
+    for p in procs:
+        p.wait(timeout=60)
+    assert [_epochs_done(tmp_path / f"w{i}") for i in range(2)] == [1, 1]
+    _finish(_start_workers(tmp_path, [*extra, "--resume"], _ports(2)))
+    for index in range(2):
+        _same_run(tmp_path / f"w{index}", single)
