@@ -143,3 +143,10 @@ def test_fit_on_two_workers_equals_one_device(runs, workers):
         np.testing.assert_allclose(worker["fit"]["losses"], one["losses"], rtol=1e-5)
         for a, b in zip(worker["fit"]["weights"], one["weights"]):
             np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_fit_gives_each_replica_its_own_dropout_masks(runs):
+    """Both replicas read identical rows; with dropout their states differ only if each
+    draws its own masks (Keras's mirrored seeds would give one mask to both)."""
+    states = runs["fit_dropout_states"]
+    assert not np.allclose(states["0"][0], states["1"][0])

@@ -11,6 +11,10 @@ backend's step makes with the gradients — that measures, before clipping,
 and the step adds them to its logs (so ``fit``'s callbacks, the CSV and TensorBoard see
 them). Clipping itself is the optimizer's ``global_clipnorm``/``clipnorm``.
 
+Under ``tf.distribute`` with several replicas the step also gives each replica its own
+dropout masks, and clipping applies to the summed gradient (as on one device). Without
+clipping, the logged norms are each replica's local gradient's, averaged over replicas.
+
 Example:
 
 >>> import numpy as np, keras
@@ -86,6 +90,21 @@ def _presum_if_clipping(grads, optimizer):
     return total, [None if g is None else g / replicas for g in clipped]
 
 
+def _own_masks_per_replica(model, step):
+    """``step()``, with each ``tf.distribute`` replica drawing its own dropout masks
+    (:func:`keras_seq.training.distribute.replica_seeds`) when there are several."""
+    if keras.backend.backend() != "tensorflow":
+        return step()
+    import tensorflow as tf
+
+    if tf.distribute.get_replica_context() is None or \
+            tf.distribute.get_strategy().num_replicas_in_sync == 1:
+        return step()
+    from keras_seq.training.distribute import replica_seeds
+
+    return replica_seeds(model, step)
+
+
 class GradNormLogs:
     """Mixin for ``keras.Model``: ``grad_norm`` and ``grad_norm/<group>`` in every step's logs."""
 
@@ -130,7 +149,7 @@ class GradNormLogs:
         _PENDING.norms = {}
         if self.optimizer is not None:
             self._hook_optimizer(self.optimizer)
-        out = super().train_step(*args)
+        out = _own_masks_per_replica(self, lambda: super(GradNormLogs, self).train_step(*args))
         norms, _PENDING.norms = _PENDING.norms, {}
         if keras.backend.backend() == "jax":  # (logs, state)
             logs, state = out

@@ -89,6 +89,23 @@ def run_fit(strategy, weights, clip=None):
             "states": {rid: [s.tolist() for s in replica] for rid, replica in states.items()}}
 
 
+def fit_states_with_dropout(strategy):
+    """Both replicas get the same rows; a mirrored fit with dropout: their states differ
+    only if each replica draws its own masks."""
+    with strategy.scope():
+        model = RecurrentLM(VOCAB, 8, 8, cell="lstm", stateful=True, dropout=0.5)
+        model(np.zeros((1, 1), "int32"))
+        model.compile(keras.optimizers.SGD(0.1),
+                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.reset_state()
+    row = (np.arange(T + 1) * 3) % (VOCAB - 1) + 1
+    x = np.stack([row[:-1]] * 2)  # window 0, rows 0 and 1 identical
+    y = np.stack([row[1:]] * 2)
+    model.fit(distribute.stream_dataset(x, y, 2, strategy), steps_per_epoch=1, verbose=0)
+    states = distribute.replica_states(model, strategy)
+    return {rid: [s.tolist() for s in replica] for rid, replica in states.items()}
+
+
 def dropout_masks(strategy, own_masks: bool):
     """Each replica's dropout mask on ones, and each replica's seed state after the draw."""
     from keras_seq.training.callbacks import _seed_generators
@@ -131,6 +148,7 @@ def main(out):
               "fit_one_clipped": run_fit(distribute.make_strategy("one"), weights, clip=0.05),
               "fit_mirrored_clipped": run_fit(mirrored, weights, clip=0.05),
               "dropout": dropout_masks(mirrored, own_masks=True),
+              "fit_dropout_states": fit_states_with_dropout(mirrored),
               "shared_dropout": dropout_masks(mirrored, own_masks=False)}
     with open(out, "w") as f:
         json.dump(result, f)
