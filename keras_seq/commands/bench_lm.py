@@ -3,6 +3,8 @@ with ``--speed``, the training speed of that workload, keras-seq's layers vs Ker
 
 from __future__ import annotations
 
+import sys
+
 from keras_seq.commands._common import add_json_arg, print_json
 from keras_seq.commands.bench_cells import add_backend_args
 from keras_seq.commands.lm import add_lr_decay_args, add_regularizer_args
@@ -58,6 +60,13 @@ def register(subparsers) -> None:
     speed.add_argument("--quick", action="store_true",
                        help="smoke test of --speed (implies it): 2 steps, 1 run, a tiny one-layer "
                             "model")
+    scaling = p.add_argument_group(
+        "scaling", "--strategy: tokens/s of `train lm` on tf.distribute (TensorFlow)")
+    scaling.add_argument("--strategy", default=None, metavar="LIST",
+                         help="comma list of one, mirrored, multi-worker: time `train lm` "
+                              "on one device, 2 replicas, 1 and 2 localhost workers")
+    scaling.add_argument("--rounds", type=int, default=2,
+                         help="--strategy: alternated runs per setting (default 2)")
     add_json_arg(p)
     p.set_defaults(func=run)
 
@@ -65,6 +74,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from keras_seq.benchmarks.lm import format_bench, run_bench
 
+    if args.strategy:
+        return run_scaling_fn(args)
     if args.speed or args.quick:
         return run_speed_fn(args)
     out = run_bench(
@@ -118,4 +129,26 @@ def run_speed_fn(args) -> int:
         print_json(out)
     else:
         print(format_speed(out))
+    return 0
+
+
+def run_scaling_fn(args) -> int:
+    from keras_seq.benchmarks.scaling import format_scaling, run_scaling
+
+    strategies = [x.strip() for x in args.strategy.split(",") if x.strip()]
+    recurrent = [c.strip() for c in args.cells.split(",") if c.strip() in ("rnn", "gru", "lstm")]
+    cell = "lstm" if "lstm" in recurrent or not recurrent else recurrent[0]
+    train_args = ["--data", args.data, "--split-ratio", args.split_ratio, "--tokenizer",
+                  args.tokenizer, "--min-count", str(args.min_count), "--cell", cell,
+                  "--embed-dim", str(args.embed_dim), "--units", str(args.embed_dim),
+                  "--num-layers", str(args.num_layers), "--bptt", str(args.bptt),
+                  "--batch-size", str(args.batch_size), "--dropout", str(args.dropout),
+                  "--epochs", "1",
+                  "--max-steps-per-epoch", str(args.max_steps_per_epoch or 100)]
+    out = run_scaling(strategies, train_args, rounds=args.rounds,
+                      progress=lambda line: print(line, file=sys.stderr))
+    if args.json:
+        print_json(out)
+    else:
+        print(format_scaling(out))
     return 0

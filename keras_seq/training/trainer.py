@@ -271,6 +271,10 @@ def _settle_strategy(task, config, resume: bool, printer):
     from keras_seq.training import distribute
 
     require_tensorflow_backend(f"--strategy {config.strategy}")
+    if config.strategy == "multi-worker" and config.max_minutes:
+        raise KerasSeqError("--max-minutes stops each worker by its own clock, so workers "
+                            "would stop at different steps and wait for each other for "
+                            "ever; with --strategy multi-worker bound the run by --epochs")
     strategy = distribute.make_strategy(config.strategy, devices=config.devices)
     replicas = strategy.num_replicas_in_sync
     if resume and replicas != config.replicas:
