@@ -80,7 +80,21 @@ def test_strategy_flags_are_checked_first(tmp_path):
     assert done.returncode == 2 and "multiple of 3" in done.stderr
     done = _train(tmp_path / "r", "--strategy", "one", "--devices", 2, check=False)
     assert done.returncode == 2 and "devices is for --strategy mirrored" in done.stderr
+    done = _train(tmp_path / "r", "--strategy", "multi-worker", "--max-minutes", 1,
+                  check=False)
+    assert done.returncode == 2 and "--max-minutes stops each worker" in done.stderr
+    done = subprocess.run([*KERAS_SEQ, "train", "seq2seq", "--run-dir", str(tmp_path / "r"),
+                           "--task", "reverse", "--strategy", "mirrored"], env=_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "not available for `keras-seq train seq2seq`" in done.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_scaling_bench_names_what_it_can_time():
+    from keras_seq.benchmarks.scaling import run_scaling
+
+    with pytest.raises(ValueError, match="one, mirrored, multi-worker"):
+        run_scaling(["two-gpus"], [])
 
 
 def _ports(n):
