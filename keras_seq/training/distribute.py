@@ -17,6 +17,11 @@ by the *global* number of target tokens, Keras's optimizer all-reduces the gradi
 a sum, so one step equals a single-device step on the ``B`` rows (to float rounding).
 Each replica draws its own dropout masks (:func:`replica_seeds`).
 
+``keras-seq train lm --strategy …`` trains with ``model.fit`` instead: the same rows per
+replica come from :func:`stream_dataset`, the seed shift and exact clipping from the
+model's train step (:mod:`keras_seq.models._grad_norms`), and :func:`fit_workarounds`
+makes ``fit`` work under ``MultiWorkerMirroredStrategy`` on Keras 3.15.
+
 TensorFlow backend only.
 """
 
