@@ -153,14 +153,16 @@ def test_killed_worker_resumes_to_the_same_weights(single, tmp_path):
     deadline = time.monotonic() + 240
     while _epochs_done(tmp_path / "w1") < 1 and time.monotonic() < deadline:
         time.sleep(0.02)
-    procs[1].send_signal(signal.SIGKILL)  # mid-epoch 2 of 3
-    while _epochs_done(tmp_path / "w0") < 1 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    procs[1].send_signal(signal.SIGKILL)  # mid-epoch (2 of 3, or 3 on a slow poll)
+    done = _epochs_done(tmp_path / "w1")
+    while _epochs_done(tmp_path / "w0") < done and time.monotonic() < deadline:
+        time.sleep(0.02)  # worker 0 checkpoints the epoch both finished
     time.sleep(0.5)
     procs[0].kill()  # blocked in a collective with the dead worker
     for p in procs:
         p.wait(timeout=60)
-    assert [_epochs_done(tmp_path / f"w{i}") for i in range(2)] == [1, 1]
+    assert 1 <= done < 3
+    assert [_epochs_done(tmp_path / f"w{i}") for i in range(2)] == [done, done]
     _finish(_start_workers(tmp_path, [*extra, "--resume"], _ports(2)))
     for index in range(2):
         _same_run(tmp_path / f"w{index}", single)
