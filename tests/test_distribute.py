@@ -51,27 +51,16 @@ def test_every_replica_state_restores(runs):
             np.testing.assert_array_equal(a, b)
 
 
-def _free_ports(n):
-    import socket
-
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 @pytest.fixture(scope="module")
 def workers(tmp_path_factory):
     """Two worker processes of one MultiWorkerMirroredStrategy cluster on localhost."""
     folder = tmp_path_factory.mktemp("workers")
-    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
+    from keras_seq.training.distribute import localhost_cluster, tf_config
+
+    cluster = localhost_cluster(2)
     procs = []
     for index in range(2):
-        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-        env = {**os.environ, "TF_CONFIG": tf_config, "KERAS_BACKEND": "tensorflow",
+        env = {**os.environ, "TF_CONFIG": tf_config(cluster, index), "KERAS_BACKEND": "tensorflow",
                "CUDA_VISIBLE_DEVICES": ""}
         procs.append(subprocess.Popen(
             [sys.executable, str(WORKER), str(folder / f"w{index}.json"), "multi-worker"],

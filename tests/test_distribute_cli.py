@@ -4,7 +4,6 @@ localhost workers, and a worker killed mid-epoch, each against one device."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -97,25 +96,16 @@ def test_scaling_bench_names_what_it_can_time():
         run_scaling(["two-gpus"], [])
 
 
-def _ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
+def _start_workers(folder, extra):
+    from keras_seq.training.distribute import localhost_cluster, tf_config
 
-
-def _start_workers(folder, extra, ports):
-    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    cluster = localhost_cluster(2)
     procs = []
     for index in range(2):
-        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         procs.append(subprocess.Popen(
             [*KERAS_SEQ, "train", "lm", "--run-dir", str(folder / f"w{index}"), *ARGS,
              "--strategy", "multi-worker", *map(str, extra)],
-            env=_env(TF_CONFIG=tf_config), stdout=subprocess.DEVNULL,
+            env=_env(TF_CONFIG=tf_config(cluster, index)), stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True))
     return procs
 
@@ -138,8 +128,7 @@ def _epochs_done(run_dir):
 
 
 def test_two_workers_equal_one_device(single, tmp_path):
-    _finish(_start_workers(tmp_path, ["--epochs", 3, "--max-steps-per-epoch", 24],
-                           _ports(2)))
+    _finish(_start_workers(tmp_path, ["--epochs", 3, "--max-steps-per-epoch", 24]))
     for index in range(2):
         _same_run(tmp_path / f"w{index}", single)
 
@@ -149,7 +138,7 @@ def test_killed_worker_resumes_to_the_same_weights(single, tmp_path):
     last checkpoint (epoch boundaries: the stream's state is reset each epoch) and ends
     with the uninterrupted run's weights."""
     extra = ["--epochs", 3, "--max-steps-per-epoch", 24]
-    procs = _start_workers(tmp_path, extra, _ports(2))
+    procs = _start_workers(tmp_path, extra)
     deadline = time.monotonic() + 240
     while _epochs_done(tmp_path / "w1") < 1 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -163,6 +152,6 @@ def test_killed_worker_resumes_to_the_same_weights(single, tmp_path):
         p.wait(timeout=60)
     assert 1 <= done < 3
     assert [_epochs_done(tmp_path / f"w{i}") for i in range(2)] == [done, done]
-    _finish(_start_workers(tmp_path, [*extra, "--resume"], _ports(2)))
+    _finish(_start_workers(tmp_path, [*extra, "--resume"]))
     for index in range(2):
         _same_run(tmp_path / f"w{index}", single)

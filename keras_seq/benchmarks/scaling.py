@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from keras_seq.training import distribute
 
 SETTINGS = {  # label: (strategy flags, workers)
     "one device": (["--strategy", "one"], 1),
@@ -31,26 +32,15 @@ SETTINGS = {  # label: (strategy flags, workers)
 }
 
 
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def _run(flags, workers: int, train_args: list[str], folder: Path, timeout: float) -> dict:
     """One setting: ``workers`` processes of ``keras-seq train lm``; worker 0's results."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
-    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(workers)]}
+    cluster = distribute.localhost_cluster(workers)
     procs = []
     started = time.monotonic()
     for index in range(workers):
         if "multi-worker" in flags:
-            env = {**env, "TF_CONFIG": json.dumps(
-                {"cluster": cluster, "task": {"type": "worker", "index": index}})}
+            env = {**env, "TF_CONFIG": distribute.tf_config(cluster, index)}
         cmd = [sys.executable, "-m", "keras_seq.cli", "train", "lm", "--run-dir",
                str(folder / f"w{index}"), *train_args, *flags, "--quiet"]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,

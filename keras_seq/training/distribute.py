@@ -331,3 +331,24 @@ def fit_workarounds(strategy):
     finally:
         tf_trainer.TensorFlowTrainer._maybe_symbolic_build = original_build
         tf_trainer.reduce_per_replica = original_reduce
+
+
+def localhost_cluster(workers: int) -> dict:
+    """A ``TF_CONFIG`` cluster of ``workers`` processes on this host's free ports (tests,
+    benchmarks, trying multi-worker on one machine)."""
+    import socket
+
+    sockets = [socket.socket() for _ in range(workers)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return {"worker": [f"localhost:{port}" for port in ports]}
+
+
+def tf_config(cluster: dict, index: int) -> str:
+    """The ``TF_CONFIG`` value of worker ``index`` of ``cluster``."""
+    import json
+
+    return json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
