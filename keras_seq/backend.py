@@ -101,13 +101,6 @@ def select_backend(name: str | None = None) -> str:
     return name
 
 
-def current_backend() -> str:
-    """The backend Keras runs (importing Keras if needed)."""
-    import keras
-
-    return keras.backend.backend()
-
-
 def tensorflow_available() -> bool:
     """Whether TensorFlow can be imported (it writes TensorBoard logs on every backend)."""
     return installed("tensorflow")

@@ -287,11 +287,11 @@ class FastRNN(keras.layers.RNN):
     def __init__(self, cell, use_cudnn="auto", **kwargs):
         super().__init__(cell, **kwargs)
         self.use_cudnn = dispatch.check_use_cudnn(use_cudnn)
-        if use_cudnn is True and dispatch.fused_kernel_blockers(self):
+        blockers = dispatch.fused_kernel_blockers(self) if use_cudnn is True else []
+        if blockers:
             raise ValueError(
                 f"{type(self).__name__}: received use_cudnn=True, but this configuration "
-                "cannot run the fused cuDNN kernel: "
-                + "; ".join(dispatch.fused_kernel_blockers(self))
+                "cannot run the fused cuDNN kernel: " + "; ".join(blockers)
                 + ". Change those arguments, or pass use_cudnn='auto'."
             )
         self.input_spec = keras.layers.InputSpec(ndim=3)

@@ -29,6 +29,8 @@ reset_after=False (cuDNN computes the reset gate after the recurrent matmul: res
 
 from __future__ import annotations
 
+import functools
+
 import keras
 from keras import ops
 
@@ -44,8 +46,10 @@ def check_use_cudnn(value):
     return value
 
 
+@functools.cache
 def gpu_available() -> bool:
-    """Whether the current Keras backend sees a GPU that its fused RNN kernels can use."""
+    """Whether the current Keras backend sees a GPU that its fused RNN kernels can use
+    (asked once per process: every layer call consults it)."""
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf

@@ -17,6 +17,11 @@ def stateful_layers(model) -> list:
             if getattr(layer, "stateful", False) and hasattr(layer, "reset_state")]
 
 
+def state_variables(model) -> list:
+    """The state variables of every stateful recurrent layer inside ``model``, in order."""
+    return [v for layer in stateful_layers(model) for v in (layer.states or ())]
+
+
 def reset_recurrent_states(model) -> int:
     """Reset every stateful layer inside ``model`` (Keras 3 has no ``Model.reset_states``).
 

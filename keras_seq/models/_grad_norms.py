@@ -39,7 +39,7 @@ from keras import ops
 _PENDING = threading.local()
 
 
-def _dense(grad):
+def dense(grad):
     """A gradient as a dense tensor (TensorFlow gives embeddings ``IndexedSlices``)."""
     if type(grad).__name__ == "IndexedSlices":
         import tensorflow as tf
@@ -50,7 +50,7 @@ def _dense(grad):
 
 def global_norm(grads):
     """``sqrt(Σ ‖g‖²)`` over the non-None gradients, in float32."""
-    squares = [ops.sum(ops.square(ops.cast(_dense(g), "float32"))) for g in grads if g is not None]
+    squares = [ops.sum(ops.square(ops.cast(dense(g), "float32"))) for g in grads if g is not None]
     return ops.sqrt(ops.sum(ops.stack(squares))) if squares else ops.zeros(())
 
 
@@ -123,7 +123,7 @@ class GradNormLogs:
         def apply_and_measure(grads, trainable_variables=None):
             # Dense gradients: Keras clips an embedding's IndexedSlices by the norm of its
             # rows, duplicates and all, which is not the norm of the gradient.
-            grads = [None if g is None else _dense(g) for g in grads]
+            grads = [None if g is None else dense(g) for g in grads]
             variables = (optimizer._trainable_variables if trainable_variables is None
                          else trainable_variables)
             measured, grads = _presum_if_clipping(grads, optimizer)

@@ -25,7 +25,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from keras_seq.layers.state import reset_recurrent_states, stateful_layers
+from keras_seq.layers.state import reset_recurrent_states, state_variables
 from keras_seq.runs import write_json_atomic
 
 
@@ -71,14 +71,10 @@ class RowStateResets(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = int(epoch)
 
-    def _state_variables(self):
-        for layer in stateful_layers(self.model):
-            yield from layer.states or ()
-
     def on_train_batch_begin(self, batch, logs=None):
         if not self.prob:
             return
-        variables = list(self._state_variables())
+        variables = state_variables(self.model)
         if not variables:
             return
         strategy = _distribution(self.model)
@@ -146,8 +142,8 @@ class GradientNormLogger(keras.callbacks.Callback):
 
     The norms come from the step's logs (``grad_norm``, ``grad_norm/<layer>``: models with
     :class:`keras_seq.models._grad_norms.GradNormLogs`), so this works on every Keras
-    backend; the writer is TensorFlow's ``tf.summary``, and without TensorFlow installed
-    the logger writes nothing.
+    backend; the writer is :class:`~keras_seq.training.summaries.SummaryWriter` (nothing is
+    written without TensorFlow).
     """
 
     def __init__(self, log_dir: str | Path, every: int = 50):
@@ -157,28 +153,24 @@ class GradientNormLogger(keras.callbacks.Callback):
         self._step = 0
 
     def on_train_begin(self, logs=None):
-        try:
-            import tensorflow as tf
-        except ImportError:  # the trainer has said that no TensorBoard logs are written
-            return
-        self._writer = tf.summary.create_file_writer(self.log_dir)
+        from keras_seq.training.summaries import SummaryWriter
+
+        self._writer = SummaryWriter(self.log_dir)
         self._step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
 
     def on_train_batch_end(self, batch, logs=None):
         self._step += 1
-        if self._writer is None or self._step % self.every or not logs or "grad_norm" not in logs:
+        if not self._writer.enabled or self._step % self.every or not logs \
+                or "grad_norm" not in logs:
             return
-        import tensorflow as tf
-
-        with self._writer.as_default(step=self._step):
-            tf.summary.scalar("grad_norm/global", float(logs["grad_norm"]))
-            for key, value in logs.items():
-                if key.startswith("grad_norm/"):
-                    tf.summary.scalar(key, float(value))
-            rate = keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
-            tf.summary.scalar("learning_rate", float(rate))
-            if "loss" in logs:
-                tf.summary.scalar("batch/loss", float(logs["loss"]))
+        write = self._writer.scalar
+        write("grad_norm/global", logs["grad_norm"], self._step)
+        for key, value in logs.items():
+            if key.startswith("grad_norm/"):
+                write(key, value, self._step)
+        write("learning_rate", self.model.optimizer.learning_rate, self._step)
+        if "loss" in logs:
+            write("batch/loss", logs["loss"], self._step)
 
     def on_train_end(self, logs=None):
         if self._writer is not None:

@@ -198,6 +198,8 @@ def make_train_window(model, strategy, global_tokens: int):
     """
     import tensorflow as tf
 
+    from keras_seq.models._grad_norms import dense
+
     def replica_step(x, y):
         with tf.GradientTape() as tape:
             logits = replica_seeds(model, lambda: model(x, training=True))  # (b, T, V)
@@ -205,9 +207,7 @@ def make_train_window(model, strategy, global_tokens: int):
             per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits)  # (b, T)
             loss = tf.reduce_sum(per_token) / global_tokens
         variables = model.trainable_variables
-        grads = tape.gradient(loss, variables)
-        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-                 for g in grads]
+        grads = [dense(g) for g in tape.gradient(loss, variables)]
         model.optimizer.apply(grads, variables)  # all-reduced (sum) across replicas
         return loss
 
@@ -217,12 +217,6 @@ def make_train_window(model, strategy, global_tokens: int):
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     return train_window
-
-
-def _state_variables(model):
-    from keras_seq.layers.state import stateful_layers
-
-    return [v for layer in stateful_layers(model) for v in (layer.states or ())]
 
 
 def local_replica_ids(strategy) -> list[int]:
@@ -238,7 +232,9 @@ def replica_states(model, strategy) -> dict[int, list[np.ndarray]]:
 
     (A plain read outside replica context returns the first replica's copy only.)
     """
-    variables = _state_variables(model)
+    from keras_seq.layers.state import state_variables
+
+    variables = state_variables(model)
     if not variables:
         return {}
     # var.value is the tf.distribute variable behind the Keras one.
@@ -251,7 +247,9 @@ def restore_replica_states(model, strategy, states: dict) -> None:
     """Write ``states`` (as :func:`replica_states` returns) back, each to its replica."""
     import tensorflow as tf
 
-    variables = _state_variables(model)
+    from keras_seq.layers.state import state_variables
+
+    variables = state_variables(model)
     if not variables:
         return
     values = strategy.experimental_distribute_values_from_function(

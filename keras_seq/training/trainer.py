@@ -204,8 +204,10 @@ def _tensorboard(config, tb_dir: Path, printer):
 
 
 def _recurrent_layers(model) -> list:
+    from keras_seq.layers._base import FastRNN
+
     return [layer for layer in model._flatten_layers(include_self=False, recursive=True)
-            if hasattr(layer, "last_path") and hasattr(layer, "use_cudnn")]
+            if isinstance(layer, FastRNN)]
 
 
 def _recurrent_paths(model) -> dict:
