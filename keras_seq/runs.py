@@ -127,4 +127,6 @@ def load_model(run_dir: str | Path, which: str = "best"):
     """The Keras model of a checked run (without its optimizer)."""
     import keras
 
+    import keras_seq.models  # noqa: F401  (registers every model class a run may hold)
+
     return keras.saving.load_model(checkpoint_path(run_dir, which), compile=False)

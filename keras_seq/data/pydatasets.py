@@ -100,11 +100,12 @@ class ShuffledBatches(keras.utils.PyDataset):
         return self.batches[self.order(pass_)[position]]
 
 
-def _open_spec(value):
+def open_spec(value):
+    """The ``tf.TensorSpec`` structure of a batch with every dimension left open."""
     import tensorflow as tf
 
     if isinstance(value, (tuple, list)):
-        return tuple(_open_spec(v) for v in value)
+        return tuple(open_spec(v) for v in value)
     value = np.asarray(value)
     return tf.TensorSpec((None,) * value.ndim, tf.as_dtype(value.dtype))
 
@@ -123,5 +124,5 @@ def fit_input(dataset):
     def items():
         return iter(dataset)
 
-    ds = tf.data.Dataset.from_generator(items, output_signature=_open_spec(dataset[0]))
+    ds = tf.data.Dataset.from_generator(items, output_signature=open_spec(dataset[0]))
     return ds.prefetch(2)

@@ -6,7 +6,8 @@ from keras_seq.models.classifier import SequenceClassifier
 from keras_seq.models.conditioned_lm import ConditionedLM
 from keras_seq.models.nplm import NPLM, nplm_param_count
 from keras_seq.models.rnn_lm import CELLS, RecurrentLM
+from keras_seq.models.seq2seq import Seq2Seq
 from keras_seq.models.tagger import SequenceTagger
 
 __all__ = ["NPLM", "nplm_param_count", "RecurrentLM", "CELLS", "ConditionedLM",
-           "SequenceClassifier", "SequenceTagger"]
+           "Seq2Seq", "SequenceClassifier", "SequenceTagger"]

@@ -26,6 +26,7 @@ from keras_seq.layers.bahdanau_attention import BahdanauAttention
 from keras_seq.layers.gru import GRU, GRUCell
 from keras_seq.layers.lstm import LSTM, LSTMCell
 from keras_seq.models._build import logits_dtype
+from keras_seq.models._grad_norms import GradNormLogs
 
 CELLS = {"gru": (GRU, GRUCell), "lstm": (LSTM, LSTMCell)}
 ATTENTIONS = ("bahdanau", "none")
@@ -154,7 +155,7 @@ class AttentionDecoderCell(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
-class Seq2Seq(keras.Model):
+class Seq2Seq(GradNormLogs, keras.Model):
     """Recurrent encoder–decoder, with Bahdanau attention (RNNsearch) or without (RNNenc).
 
     Args:
@@ -175,7 +176,9 @@ class Seq2Seq(keras.Model):
         inputs: ``(source_ids (B, S), decoder_inputs (B, T))`` int ids; source id 0 is
             padding; decoder inputs start with ``bos_id`` (teacher forcing).
 
-    Returns logits ``(B, T, target_vocab + 2)``.
+    Returns logits ``(B, T, target_vocab + 2)``. Training logs carry ``grad_norm`` and
+    ``grad_norm/<part>`` (:mod:`keras_seq.models._grad_norms`, parts as in
+    :meth:`grad_norm_groups`).
 
     Example:
 
@@ -291,6 +294,16 @@ class Seq2Seq(keras.Model):
 
     def build_from_config(self, config):
         self.build()
+
+    def grad_norm_groups(self) -> dict:
+        """``{part: layer}`` whose gradient norms the training logs carry."""
+        groups = {"source_embedding": self.source_embedding,
+                  "target_embedding": self.target_embedding, "encoder": self.encoder,
+                  "bridge": self.bridge, "decoder": self.decoder_cell.cell,
+                  "readout": self.readout}
+        if self.decoder_cell.attention is not None:
+            groups["attention"] = self.decoder_cell.attention
+        return groups
 
     def param_report(self) -> dict:
         """Parameter counts by part (the model must be built)."""

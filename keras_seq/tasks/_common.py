@@ -5,7 +5,8 @@
   with per-token weights for aligned targets;
 * :func:`batches_dataset` — precomputed batches served to ``fit`` on any backend
   (a ``keras.utils.PyDataset``), their order reshuffled each pass from ``seed + pass``
-  (so a resumed run sees the same order).
+  (so a resumed run sees the same order), or served to the replicas of a
+  ``tf.distribute`` strategy (:func:`split_evenly` pads each batch to split evenly).
 
 >>> labels = Labels(["neg", "pos"])
 >>> labels.ids(["pos", "neg"]).tolist(), labels.names([1, 0])
@@ -105,7 +106,38 @@ def example_batches(inputs, targets, batch_size: int, seed: int | None = 0):
     return batches
 
 
-def batches_dataset(batches, seed: int, shuffle: bool = True, skip: int = 0):
+def split_evenly(batches, replicas: int):
+    """Batches whose rows split evenly over ``replicas`` (``tf.distribute``).
+
+    Each batch is ``(inputs, target, weights)`` (``inputs`` may be a tuple). One of ``n``
+    rows, ``n`` not a multiple of ``replicas`` (the last, smaller batch), gets copies of
+    its first rows with weight 0 up to ``m``, the next multiple; its real weights are
+    scaled by ``m / n``. Keras divides a replica's weighted loss by its own number of
+    targets, so each padded batch then gives the loss and gradient of its ``n`` real rows
+    on one device, exactly. (Weighted metrics count that batch's targets ``m / n`` times,
+    and the epoch's mean loss weighs it by ``m`` rows instead of ``n``: a small,
+    reporting-only difference.)
+    """
+    from keras import tree
+
+    out = []
+    for inputs, target, weights in batches:
+        n = len(weights)
+        m = -(-n // replicas) * replicas
+        if m != n:
+            pad = np.arange(m - n) % n
+
+            def grow(a):
+                return np.concatenate([a, a[pad]])
+
+            inputs, target = tree.map_structure(grow, inputs), grow(target)
+            weights = np.concatenate([weights * (m / n), np.zeros_like(weights[pad])])
+            weights = weights.astype(np.float32)
+        out.append((inputs, target, weights))
+    return out
+
+
+def batches_dataset(batches, seed: int, shuffle: bool = True, skip: int = 0, strategy=None):
     """Precomputed batches for ``fit`` on any backend, the order reshuffled every pass.
 
     A :class:`~keras_seq.data.pydatasets.ShuffledBatches` served without end (``fit``'s
@@ -113,10 +145,20 @@ def batches_dataset(batches, seed: int, shuffle: bool = True, skip: int = 0):
     through :func:`~keras_seq.data.pydatasets.fit_input`. ``skip`` leaves out the first
     batches of the first pass (a resumed run that stopped part-way through a pass goes on
     from there); ``shuffle=False`` keeps the given order on every pass (validation).
+    With a ``tf.distribute`` ``strategy``, the batches are padded to split evenly
+    (:func:`split_evenly`) and each replica gets its share of every one
+    (:func:`keras_seq.training.distribute.example_dataset`): the same batches in the
+    same order as on one device.
     """
     from keras_seq.data.pydatasets import ShuffledBatches, fit_input
 
-    return fit_input(ShuffledBatches(batches, seed, shuffle=shuffle, skip=skip))
+    if strategy is None:
+        return fit_input(ShuffledBatches(batches, seed, shuffle=shuffle, skip=skip))
+    from keras_seq.training.distribute import example_dataset
+
+    batches = split_evenly(batches, strategy.num_replicas_in_sync)
+    return example_dataset(ShuffledBatches(batches, seed, shuffle=shuffle, skip=skip),
+                           strategy)
 
 
 def passes_done(initial_epoch: int, steps_per_epoch: int, num_batches: int) -> int:
@@ -125,17 +167,19 @@ def passes_done(initial_epoch: int, steps_per_epoch: int, num_batches: int) -> i
 
 
 def fit_kwargs(train_batches, val_batches, seed: int, initial_epoch: int,
-               steps: int | None = None) -> dict:
+               steps: int | None = None, strategy=None) -> dict:
     """``model.fit`` arguments for precomputed batches: the training order reshuffled every
-    pass (continuing where a resumed run left off), validation over ``val_batches``."""
+    pass (continuing where a resumed run left off), validation over ``val_batches``;
+    on a ``tf.distribute`` ``strategy`` if one is given (:func:`batches_dataset`)."""
     steps = steps or len(train_batches)
     done = passes_done(initial_epoch, steps, len(train_batches))
     # Where an uninterrupted run would be: pass `done`, `skip` batches into it.
     skip = (initial_epoch * steps) % max(len(train_batches), 1)
-    kwargs = {"x": batches_dataset(train_batches, seed + done, skip=skip),
+    kwargs = {"x": batches_dataset(train_batches, seed + done, skip=skip, strategy=strategy),
               "steps_per_epoch": steps, "shuffle": False, "validation_data": None}
     if val_batches:
-        kwargs["validation_data"] = batches_dataset(val_batches, seed, shuffle=False)
+        kwargs["validation_data"] = batches_dataset(val_batches, seed, shuffle=False,
+                                                    strategy=strategy)
         kwargs["validation_steps"] = len(val_batches)
     return kwargs
 

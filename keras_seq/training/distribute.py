@@ -190,6 +190,50 @@ def stream_dataset(x, y, global_batch: int, strategy):
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
+def example_dataset(batches, strategy):
+    """Padded example batches (seq2seq pairs…) as a distributed dataset for ``model.fit``.
+
+    Args:
+        batches: global batches by index, served without end (a
+            :class:`~keras_seq.data.pydatasets.ShuffledBatches`); each a nested tuple of
+            arrays whose rows split evenly over the replicas
+            (:func:`keras_seq.tasks._common.split_evenly` pads them so).
+        strategy: the ``tf.distribute`` strategy.
+
+    Replica ``r`` gets rows ``[r·b, (r+1)·b)`` of every batch (``b`` = rows / replicas):
+    each worker's pipeline yields its local replicas' parts in turn, as
+    :func:`stream_dataset` does, with every dimension left open (batches differ in
+    width). Replicas of one step share the batch's padded width, so each replica's mean
+    loss has the divisor one device's would have, over ``b`` rows instead of ``B``.
+    """
+    import itertools
+
+    import tensorflow as tf
+    from keras import tree
+
+    from keras_seq.data.pydatasets import open_spec
+
+    replicas = strategy.num_replicas_in_sync
+    local = local_replica_ids(strategy)
+
+    def parts():
+        for k in itertools.count():
+            batch = batches[k]
+            rows = len(tree.flatten(batch)[0])
+            if rows % replicas:
+                raise KerasSeqError(f"batch {k} has {rows} rows, which do not split over "
+                                    f"{replicas} replicas; pad it with split_evenly()")
+            b = rows // replicas
+            for replica in local:
+                yield tree.map_structure(lambda a: a[replica * b:(replica + 1) * b], batch)
+
+    def dataset_fn(ctx):
+        data = tf.data.Dataset.from_generator(parts, output_signature=open_spec(batches[0]))
+        return data.prefetch(len(local))
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
 def make_train_window(model, strategy, global_tokens: int):
     """A compiled ``(x, y) -> loss`` step on distributed values (see the module docstring).
 

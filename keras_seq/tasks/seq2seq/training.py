@@ -335,6 +335,7 @@ class Seq2SeqTask(trainer.Task):
     name = "seq2seq"
     config_cls = Seq2SeqConfig
     budget_check = "batch"  # stateless batches: stopping mid-epoch loses nothing
+    distributable = True  # --strategy mirrored|multi-worker: each replica a share of a batch
 
     def prepare(self, config: Seq2SeqConfig, run_dir: Path, resume: bool,
                 printer) -> Prepared:
@@ -375,7 +376,8 @@ class Seq2SeqTask(trainer.Task):
         val_batches = make_batches(val, config.batch_size, bos, eos, seed=None) if val else []
         printer(f"{config.attention} seq2seq: {len(train):,} training pairs, {steps} "
                 "steps/epoch")
-        kwargs = fit_kwargs(train_batches, val_batches, config.seed, initial_epoch, steps)
+        kwargs = fit_kwargs(train_batches, val_batches, config.seed, initial_epoch, steps,
+                            strategy=prepared.data.get("strategy"))
         return FitPlan(kwargs, steps, items_per_step=config.batch_size, unit="pairs")
 
     def describe_model(self, model) -> str:
