@@ -139,3 +139,30 @@ def test_fit_gives_each_replica_its_own_dropout_masks(runs):
     draws its own masks (Keras's mirrored seeds would give one mask to both)."""
     states = runs["fit_dropout_states"]
     assert not np.allclose(states["0"][0], states["1"][0])
+
+
+def test_split_evenly_pads_a_batch_so_replica_losses_sum_to_one_devices():
+    """A 3-row batch over 2 replicas: padded to 4 rows (the pad weightless) and its real
+    weights rescaled, Keras's per-replica mean losses (each over its own targets, divided
+    by the replica count) add up to the one-device loss of the 3 rows."""
+    import keras
+
+    from keras_seq.tasks._common import split_evenly
+
+    rng = np.random.default_rng(0)
+    src, target = rng.integers(1, 9, (3, 5)), rng.integers(1, 6, (3, 4))
+    weights = (rng.random((3, 4)) > 0.3).astype(np.float32)
+    logits = rng.normal(size=(4, 4, 6)).astype(np.float32)  # a model's output per row
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    (padded_src, padded_target, padded_weights), = split_evenly([(src, target, weights)], 2)
+    assert padded_src.shape == (4, 5) and padded_target.shape == (4, 4)
+    np.testing.assert_array_equal(padded_src[3], src[0])  # a copy of a real row…
+    np.testing.assert_array_equal(padded_weights[3], 0)  # …that weighs nothing
+    rows = np.r_[0:3, 0]  # the padded batch's rows are real rows 0, 1, 2 and 0 again
+    one_device = float(loss(target, logits[:3], sample_weight=weights))
+    replicas = sum(float(loss(padded_target[r], logits[rows][r], sample_weight=padded_weights[r]))
+                   for r in (slice(0, 2), slice(2, 4))) / 2
+    np.testing.assert_allclose(replicas, one_device, rtol=1e-6)
+    even = [(src[:2], target[:2], weights[:2])]
+    assert split_evenly(even, 2)[0][2] is even[0][2]  # a batch that splits is left alone

@@ -80,3 +80,14 @@ def test_bad_arguments_are_explained():
         Seq2Seq(5, 5, cell="rnn")
     with pytest.raises(ValueError, match="bahdanau or none"):
         Seq2Seq(5, 5, attention="luong")
+
+
+def test_training_logs_a_gradient_norm_per_part():
+    model = Seq2Seq(12, 9, embed_dim=4, units=6, attention="bahdanau")
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    dec = _dec(model)
+    logs = model.fit((SRC, dec), np.roll(dec, -1, axis=1), epochs=1, verbose=0).history
+    parts = {k.split("/", 1)[1] for k in logs if k.startswith("grad_norm/")}
+    assert parts == {"source_embedding", "target_embedding", "encoder", "bridge", "decoder",
+                     "attention", "readout"}
+    assert logs["grad_norm"][0] > 0

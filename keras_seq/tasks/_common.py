@@ -127,7 +127,7 @@ def split_evenly(batches, replicas: int):
         if m != n:
             pad = np.arange(m - n) % n
 
-            def grow(a):
+            def grow(a, pad=pad):
                 return np.concatenate([a, a[pad]])
 
             inputs, target = tree.map_structure(grow, inputs), grow(target)

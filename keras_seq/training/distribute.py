@@ -21,6 +21,8 @@ Each replica draws its own dropout masks (:func:`replica_seeds`).
 replica come from :func:`stream_dataset`, the seed shift and exact clipping from the
 model's train step (:mod:`keras_seq.models._grad_norms`), and :func:`fit_workarounds`
 makes ``fit`` work under ``MultiWorkerMirroredStrategy`` on Keras 3.15.
+``keras-seq train seq2seq --strategy …`` serves its padded batches through
+:func:`example_dataset`, each replica a fixed share of every batch.
 
 TensorFlow backend only.
 """
@@ -225,7 +227,8 @@ def example_dataset(batches, strategy):
                                     f"{replicas} replicas; pad it with split_evenly()")
             b = rows // replicas
             for replica in local:
-                yield tree.map_structure(lambda a: a[replica * b:(replica + 1) * b], batch)
+                part = slice(replica * b, (replica + 1) * b)
+                yield tree.map_structure(lambda a, part=part: a[part], batch)
 
     def dataset_fn(ctx):
         data = tf.data.Dataset.from_generator(parts, output_signature=open_spec(batches[0]))
