@@ -6,18 +6,22 @@ Every ``keras-seq train TASK`` run directory holds::
                        tag, conditioned), the keras-seq "version", the Keras "backend"
                        that started it, "mixed_precision" and "jit_compile"
     *tokenizer.json    the fitted tokenizer(s) (their fingerprints go into every result)
-    metrics.csv        one row per epoch (Keras CSVLogger)
+    metrics.csv        one row per epoch (the committed ones), rewritten atomically
     metrics.json       final results with fingerprints, timing, diagnostics and the
                        backend / mixed precision / jit_compile of the last session
-    state.json         epochs done, best val loss, dropout RNG states (exact --resume)
-    checkpoints/       last.keras (weights + optimizer; loads under any Keras backend),
+    state.json         the commit: epochs done, the checkpoint with its size and sha256,
+                       best val loss, dropout RNG states (exact --resume), the previous
+                       commit (the fallback when a checkpoint is found damaged)
+    checkpoints/       epoch-NNNN.keras (the last two commits: weights + optimizer; loads
+                       under any Keras backend), last.keras (the newest of them),
                        best.keras (by val loss)
     tensorboard/       train/ and validation/ (Keras) plus the task's own logs (written
                        where TensorFlow is installed, whatever the backend)
 
 This module reads and checks them without importing any trainer, so exporters, servers
 and reports can open a run. Writes go through :func:`write_text_atomic`: an interrupted
-write never leaves half a file.
+write never leaves half a file (:mod:`keras_seq.training.checkpoints` says how a run
+survives a kill at any moment).
 
 >>> import tempfile
 >>> run = Path(tempfile.mkdtemp())
@@ -44,15 +48,81 @@ CONFIG, STATE, METRICS = "config.json", "state.json", "metrics.json"
 LAST, BEST = Path("checkpoints") / "last.keras", Path("checkpoints") / "best.keras"
 
 
+#: the reliability campaign's crash hook (keras_seq.reliability.training): "NAME:N:PHASE"
+KILL_AT_ENV = "KERAS_SEQ_KILL_AT"
+KILL_PHASES = ("mid-write", "before-rename", "after-rename")
+_writes_seen: dict[str, int] = {}
+
+
+def crash_phase(path: str | Path) -> str | None:
+    """Where this write of ``path`` should die, for the reliability campaign's kill
+    trials: with ``KERAS_SEQ_KILL_AT=NAME:N:PHASE`` set, the ``N``-th write of a file
+    called ``NAME`` returns ``PHASE`` (one of :data:`KILL_PHASES`) and the writer then
+    calls :func:`die` at that point. Unset (always, outside those trials): None."""
+    spec = os.environ.get(KILL_AT_ENV)
+    if not spec:
+        return None
+    name, count, phase = spec.rsplit(":", 2)
+    if Path(path).name != name:
+        return None
+    _writes_seen[name] = _writes_seen.get(name, 0) + 1
+    return phase if _writes_seen[name] == int(count) else None
+
+
+def die() -> None:
+    """SIGKILL this process (a crash the program cannot clean up after)."""
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fsync_dir(folder: str | Path) -> None:
+    """Flush a folder's entries (a rename in it) to disk, where the platform allows it."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    """Write ``text`` to ``path`` through a temporary file (flushed, fsynced) and a rename.
+
+    A kill at any moment leaves either the old file or the new one, never half of one.
+    A full disk or a read-only folder raises :class:`~keras_seq.errors.RunWriteError`
+    naming ``path``; the temporary file is removed and the old file is untouched.
+    """
+    from keras_seq.errors import RunWriteError
+
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
+    crash = crash_phase(path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            if crash == "mid-write":
+                f.write(text[: len(text) // 2])
+                f.flush()
+                die()
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if crash == "before-rename":
+            die()
+        tmp.replace(path)
+        if crash == "after-rename":
+            die()
+    except OSError as err:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise RunWriteError(path, err) from err
+    fsync_dir(path.parent)
 
 
 def json_safe(value):

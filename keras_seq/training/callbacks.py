@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -26,7 +25,6 @@ import keras
 import numpy as np
 
 from keras_seq.layers.state import reset_recurrent_states, state_variables
-from keras_seq.runs import write_json_atomic
 
 
 class ResetStatesCallback(keras.callbacks.Callback):
@@ -316,59 +314,84 @@ def restore_seed_generator_states(model, states: list) -> None:
         sg.state.assign(np.asarray(state, dtype=sg.state.dtype))
 
 
-def resume_from_checkpoint(run_dir: str | Path):
-    """``(model, epochs_done)`` from what :class:`RunCheckpoint` wrote: the last model with its
-    optimizer, and the dropout RNG states put back so training continues exactly."""
-    run_dir = Path(run_dir)
-    model = keras.saving.load_model(run_dir / "checkpoints" / "last.keras")
-    state = json.loads((run_dir / "state.json").read_text())
-    restore_seed_generator_states(model, state.get("rng_states", []))
-    return model, int(state["epochs_done"])
+def resume_from_checkpoint(point):
+    """The model of a :class:`~keras_seq.training.checkpoints.ResumePoint` (weights and
+    optimizer), with its dropout RNG states put back so training continues exactly."""
+    model = keras.saving.load_model(point.checkpoint)
+    if point.rng_states is not None:
+        restore_seed_generator_states(model, point.rng_states)
+    return model
 
 
 class RunCheckpoint(keras.callbacks.Callback):
-    """Save ``checkpoints/last.keras`` (weights + optimizer) and ``state.json`` each epoch.
+    """Commit each epoch: the model (weights + optimizer), then ``state.json``.
 
-    ``state.json`` also keeps the dropout RNG states, so a resumed run draws the same
-    dropout masks as an uninterrupted one.
+    :func:`keras_seq.training.checkpoints.commit_epoch` does the writing, in an order that
+    survives a kill at any moment. ``state.json`` keeps the dropout RNG states, so a
+    resumed run draws the same dropout masks as an uninterrupted one, and
+    ``checkpoints/best.keras`` follows ``val_loss`` when validation runs.
 
-    Also keeps ``checkpoints/best.keras`` by ``val_loss`` when validation runs.
+    Args:
+        run_dir: the run directory.
+        nan_guard: no commit after a step that produced NaN.
+        best_val_loss: the best validation loss so far (a resumed run's).
     """
 
-    def __init__(self, run_dir: str | Path, nan_guard: NaNGuard | None = None):
+    def __init__(self, run_dir: str | Path, nan_guard: NaNGuard | None = None,
+                 best_val_loss: float | None = None):
         super().__init__()
-        self.dir = Path(run_dir) / "checkpoints"
-        self.state_path = Path(run_dir) / "state.json"
+        self.run_dir = Path(run_dir)
         self.nan_guard = nan_guard
-        self.best = math.inf
-        if self.state_path.is_file():
-            best = json.loads(self.state_path.read_text()).get("best_val_loss")
-            self.best = math.inf if best is None else float(best)  # None: no validation yet
+        self.best = math.inf if best_val_loss is None else float(best_val_loss)
 
     @property
     def last_path(self) -> Path:
-        return self.dir / "last.keras"
+        return self.run_dir / "checkpoints" / "last.keras"
 
     def on_epoch_end(self, epoch, logs=None):
+        from keras_seq.training.checkpoints import commit_epoch
+
         if self.nan_guard is not None and self.nan_guard.tripped:
             return
-        self.dir.mkdir(parents=True, exist_ok=True)
         logs = logs or {}
-        self._save(self.last_path)
         val = logs.get("val_loss")
-        if val is not None and val < self.best:
+        improved = val is not None and val < self.best
+        if improved:
             self.best = float(val)
-            self._save(self.dir / "best.keras")
-        state = {"epochs_done": epoch + 1, "best_val_loss": self.best,
-                 "rng_states": seed_generator_states(self.model),
-                 "last_logs": {k: float(v) for k, v in logs.items()
-                               if np.ndim(v) == 0}}
-        write_json_atomic(self.state_path, state)
+        extra = {"rng_states": seed_generator_states(self.model),
+                 "last_logs": {k: float(v) for k, v in logs.items() if np.ndim(v) == 0}}
+        commit_epoch(self.model, self.run_dir, epoch + 1,
+                     None if math.isinf(self.best) else self.best, improved, extra)
 
-    def _save(self, path: Path) -> None:
-        tmp = path.with_name(f".{path.stem}.tmp.keras")
-        self.model.save(tmp)
-        tmp.replace(path)  # atomic: an interrupted save never leaves half a file
+
+class MetricsCSV(keras.callbacks.Callback):
+    """``metrics.csv``: one row per epoch (``epoch`` then the logs' scalars, sorted, as
+    Keras's ``CSVLogger`` writes them), the whole file rewritten atomically each epoch so a
+    kill or a full disk never leaves half a row.
+
+    Args:
+        path: the CSV file.
+        epochs_done: on resume, the committed epochs: rows of later epochs (logged by a
+            session that died before committing them) are dropped.
+    """
+
+    def __init__(self, path: str | Path, epochs_done: int = 0):
+        from keras_seq.training.checkpoints import committed_rows
+
+        super().__init__()
+        self.path = Path(path)
+        self.columns, self.rows, self.dropped = committed_rows(self.path, epochs_done)
+
+    def on_epoch_end(self, epoch, logs=None):
+        from keras_seq.runs import write_text_atomic
+        from keras_seq.training.checkpoints import csv_text
+
+        row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()
+                                  if np.ndim(v) == 0}}
+        if not self.columns:
+            self.columns = ["epoch", *sorted(k for k in row if k != "epoch")]
+        self.rows.append(row)
+        write_text_atomic(self.path, csv_text(self.columns, self.rows))
 
 
 class TimeBudget(keras.callbacks.Callback):

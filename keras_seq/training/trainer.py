@@ -130,16 +130,42 @@ class Task:
 # ----------------------------------------------------------------------------------------
 
 
-def _resolve_config(task: Task, config, run_dir: Path, resume: bool):
+def _resolve_config(task: Task, config, run_dir: Path, resume: bool, printer):
+    """``(config, resume)``: the saved config (``--epochs`` may grow) when resuming, else
+    the given one. ``--resume`` on a run that was killed before it saved its config (or
+    on a folder that holds none yet) starts the run, and says so."""
+    if resume and not (run_dir / runs.CONFIG).exists():
+        printer(f"note: nothing to resume in {run_dir} (no {runs.CONFIG}: the run stopped "
+                "before saving it, or never started); starting it")
+        resume = False
     if resume:
-        runs.check_run_dir(run_dir, task.name)
+        runs.read_run_config(run_dir, task.name)
         saved = task.config_cls.load(run_dir / runs.CONFIG)
         return task.config_cls.from_dict({**saved.to_dict(),
-                                          "epochs": max(config.epochs, saved.epochs)})
+                                          "epochs": max(config.epochs, saved.epochs)}), True
     if (run_dir / runs.CONFIG).exists():
         raise KerasSeqError(f"{run_dir} already holds a run; pass --resume to continue it or "
                             "choose a new --run-dir")
-    return config
+    return config, False
+
+
+def _resume_point(run_dir: Path, printer, notes: list):
+    """The commit a resumed run starts from (None: nothing committed yet, start at epoch
+    0), with any damaged file and its replacement said and kept in the diagnostics."""
+    from keras_seq.training.checkpoints import committed_rows, remove_temporaries, resume_point
+
+    remove_temporaries(run_dir)
+    point = resume_point(run_dir)
+    messages = list(point.notes) if point else [
+        "note: no epoch was checkpointed before the run stopped; training from epoch 0"]
+    _, _, dropped = committed_rows(run_dir / "metrics.csv", point.epochs_done if point else 0)
+    if dropped:
+        messages.append(f"note: {dropped} row(s) of metrics.csv logged after the last "
+                        "checkpoint were dropped (those epochs are trained again)")
+    for message in messages:
+        printer(message)
+        notes.append(("resumed-from-damaged" if point and point.notes else "resume", message))
+    return point
 
 
 def _optimizer_steps(model) -> int:
@@ -247,7 +273,7 @@ def train(task: Task, config, run_dir: str | Path, resume: bool = False, verbose
     import keras
 
     run_dir = Path(run_dir)
-    config = _resolve_config(task, config, run_dir, resume)
+    config, resume = _resolve_config(task, config, run_dir, resume, printer)
     config.validate()
     backend_notes: list[tuple[str, str]] = []
     computing = _settle_backend(config, resume, printer, backend_notes)
@@ -305,10 +331,16 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
     prepared.data["strategy"] = strategy
     for _, note in prepared.notes:
         printer(note)
-    initial_epoch = runs.epochs_done(run_dir) if resume else 0
+    point = _resume_point(run_dir, printer, backend_notes) if resume else None
+    initial_epoch = point.epochs_done if point else 0
     if initial_epoch >= config.epochs:
-        printer(f"{run_dir} already trained {initial_epoch} epoch(s); nothing to do")
-        return json.loads((run_dir / runs.METRICS).read_text())
+        try:
+            results = json.loads((run_dir / runs.METRICS).read_text())
+            printer(f"{run_dir} already trained {initial_epoch} epoch(s); nothing to do")
+            return results
+        except (OSError, ValueError):  # stopped after the last epoch, before the results
+            printer(f"note: {run_dir} trained all {initial_epoch} epoch(s) but stopped before "
+                    f"writing {runs.METRICS}; evaluating the last checkpoint now")
     plan = task.fit_plan(config, prepared, initial_epoch, printer)
     if not resume:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -317,8 +349,8 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
         config.save(run_dir / runs.CONFIG)
 
     with strategy_scope(strategy):  # a distributed model's variables live on every replica
-        if resume:
-            model, initial_epoch = cb.resume_from_checkpoint(run_dir)
+        if point is not None:
+            model = cb.resume_from_checkpoint(point)
             model.jit_compile = computing["jit_compile"]  # as the run was compiled
         else:
             model = task.build_model(config, prepared)
@@ -346,8 +378,8 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
         *middle,
         *shared_diagnostics,
         *_tensorboard(config, tb_dir, printer),
-        keras.callbacks.CSVLogger(str(run_dir / "metrics.csv"), append=resume),
-        cb.RunCheckpoint(run_dir, nan_guard),
+        cb.MetricsCSV(run_dir / "metrics.csv", point.epochs_done if point else 0),
+        cb.RunCheckpoint(run_dir, nan_guard, point.best_val_loss if point else None),
         budget,
     ]
 
@@ -367,7 +399,7 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
                "train_minutes": seconds / 60, "params": int(model.count_params()),
                "time_budget_hit": budget.hit, **computing,
                "recurrent_paths": _recurrent_paths(model), "diagnostics": report}
-    if plan.items_per_step:
+    if plan.items_per_step and steps_run:
         results[f"{plan.unit}_per_sec"] = steps_run * plan.items_per_step / max(seconds, 1e-9)
     results.update(task.results(config, prepared, run_dir, model))
     runs.write_json_atomic(run_dir / runs.METRICS, results)

@@ -1,0 +1,307 @@
+"""Crash-safe checkpoints: a run killed at any moment resumes from its last complete epoch.
+
+At each epoch end :func:`commit_epoch` writes, in this order:
+
+1. ``checkpoints/epoch-NNNN.keras`` (weights + optimizer): a temporary file, flushed and
+   fsynced, then renamed;
+2. ``checkpoints/best.keras`` when the validation loss improved: a hard link to (or a
+   copy of) that file, renamed into place;
+3. ``state.json``, atomically: **the commit**. It names the checkpoint with its size and
+   sha256, the epochs done, the best validation loss and the dropout RNG states, and
+   keeps the previous commit (``"previous"``);
+4. ``checkpoints/last.keras``, pointed at the new checkpoint (for exporters and
+   evaluators, which read it);
+5. checkpoints older than the previous commit's are deleted.
+
+A kill before step 3 leaves the previous commit in force (the new file is an orphan,
+deleted at the next commit); after it, ``last.keras`` may lag by one epoch until the
+run resumes. :func:`resume_point` reads the commit and checks its checkpoint's size and
+sha256; a missing, truncated or altered file is reported by name and the previous
+commit is used instead. :func:`committed_rows` reads ``metrics.csv`` back to the
+committed epochs only (an epoch logged but not committed is trained again, so it must
+not appear twice); :class:`~keras_seq.training.callbacks.MetricsCSV` rewrites the file
+atomically each epoch, so it never holds half a row.
+
+Every write goes through :func:`keras_seq.runs.write_text_atomic` or
+:func:`save_model_atomic`: a full disk or a read-only folder gives a
+:class:`~keras_seq.errors.RunWriteError` naming the path, and leaves no temporary file.
+
+>>> import tempfile
+>>> run = Path(tempfile.mkdtemp())
+>>> resume_point(run) is None   # nothing committed yet
+True
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from keras_seq.errors import KerasSeqError, RunWriteError
+from keras_seq.runs import BEST, LAST, STATE, crash_phase, die, fsync_dir, write_json_atomic
+
+CHECKPOINTS = "checkpoints"
+_EPOCH_FILE = re.compile(r"^epoch-(\d+)\.keras$")
+
+
+def epoch_file(epochs_done: int) -> str:
+    """The checkpoint file name of the commit after ``epochs_done`` epochs."""
+    return f"epoch-{epochs_done:04d}.keras"
+
+
+def sha256_of(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _discard(tmp: Path) -> None:
+    try:
+        tmp.unlink(missing_ok=True)
+    except OSError:  # a read-only folder: nothing could have been written there either
+        pass
+
+
+def save_model_atomic(model, path: str | Path) -> Path:
+    """``model.save(path)`` through a temporary file, fsynced, then renamed.
+
+    Raises :class:`~keras_seq.errors.RunWriteError` (naming ``path``) when the disk is
+    full or the folder read-only; the temporary file is removed and ``path``, if it
+    existed, is untouched.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.tmp.keras")
+    crash = crash_phase(path)
+    try:
+        model.save(tmp)
+        with open(tmp, "rb+") as f:
+            if crash == "mid-write":  # what a kill during the save leaves on disk
+                f.truncate(os.path.getsize(tmp) // 2)
+                f.flush()
+                die()
+            os.fsync(f.fileno())
+        if crash == "before-rename":
+            die()
+        tmp.replace(path)
+        if crash == "after-rename":
+            die()
+        fsync_dir(path.parent)
+    except OSError as err:
+        _discard(tmp)
+        raise RunWriteError(path, err) from err
+    return path
+
+
+def _link_atomic(source: Path, target: Path) -> None:
+    """Make ``target`` the same file as ``source`` (a hard link, else a copy), atomically."""
+    import shutil
+
+    tmp = target.with_name(f".{target.name}.tmp")
+    _discard(tmp)
+    crash = crash_phase(target)
+    try:
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+        if crash in ("mid-write", "before-rename"):
+            die()
+        tmp.replace(target)
+        if crash == "after-rename":
+            die()
+        fsync_dir(target.parent)
+    except OSError as err:
+        _discard(tmp)
+        raise RunWriteError(target, err) from err
+
+
+def commit_epoch(model, run_dir: str | Path, epochs_done: int, best_val_loss: float | None,
+                 improved: bool, extra: dict) -> dict:
+    """Save the model after ``epochs_done`` epochs and commit it (module docstring).
+
+    ``extra``: more entries for ``state.json`` (RNG states, last logs). Returns the state.
+    """
+    run_dir = Path(run_dir)
+    folder = run_dir / CHECKPOINTS
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RunWriteError(folder, err) from err
+    name = epoch_file(epochs_done)
+    checkpoint = save_model_atomic(model, folder / name)
+    if improved:
+        _link_atomic(checkpoint, run_dir / BEST)
+    previous = _read_state(run_dir / STATE)
+    state = {"epochs_done": epochs_done, "checkpoint": name,
+             "size": checkpoint.stat().st_size, "sha256": sha256_of(checkpoint),
+             "best_val_loss": best_val_loss, **extra}
+    if previous and "checkpoint" in previous:
+        state["previous"] = {k: v for k, v in previous.items() if k != "previous"}
+    write_json_atomic(run_dir / STATE, state)  # the commit
+    _link_atomic(checkpoint, run_dir / LAST)
+    keep = {name, state.get("previous", {}).get("checkpoint")}
+    for old in folder.iterdir():
+        if _EPOCH_FILE.match(old.name) and old.name not in keep:
+            _discard(old)
+    return state
+
+
+def _read_state(path: Path) -> dict | None:
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {"damaged": True}
+    return state if isinstance(state, dict) else {"damaged": True}
+
+
+@dataclass
+class ResumePoint:
+    """Where a resumed run starts: the checkpoint to load and what goes with it.
+
+    Attributes:
+        checkpoint: the ``.keras`` file (weights + optimizer).
+        epochs_done: epochs it holds.
+        rng_states: the dropout RNG states saved with it (None: lost, see ``notes``).
+        best_val_loss: the best validation loss up to it (None: none yet).
+        state: the commit's whole ``state.json`` entry.
+        notes: what was damaged and what is used instead, in words.
+    """
+
+    checkpoint: Path
+    epochs_done: int
+    rng_states: list | None
+    best_val_loss: float | None
+    state: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _check(folder: Path, entry: dict) -> str | None:
+    """Why the checkpoint ``entry`` names can't be used, or None when it is intact."""
+    path = folder / str(entry.get("checkpoint"))
+    if not path.is_file():
+        return f"{path} is missing"
+    size = path.stat().st_size
+    if "size" in entry and size != entry["size"]:
+        return f"{path} has {size:,} bytes, not the {entry['size']:,} committed (truncated)"
+    if "sha256" in entry and sha256_of(path) != entry["sha256"]:
+        return f"{path} does not match its committed sha256 (altered or corrupt)"
+    return None
+
+
+def _point(folder: Path, entry: dict, notes: list[str]) -> ResumePoint:
+    best = entry.get("best_val_loss")
+    return ResumePoint(folder / entry["checkpoint"], int(entry["epochs_done"]),
+                       entry.get("rng_states"), None if best is None else float(best),
+                       entry, notes)
+
+
+def resume_point(run_dir: str | Path) -> ResumePoint | None:
+    """The newest intact commit of ``run_dir`` (None when nothing was committed yet).
+
+    A damaged checkpoint falls back to the previous commit; a damaged ``state.json``
+    falls back to the newest checkpoint file that opens (its dropout RNG states are then
+    lost, so the run goes on correctly but not bit for bit). Each fallback is said in
+    ``notes``. Raises :class:`KerasSeqError` when no intact checkpoint is left.
+    """
+    run_dir = Path(run_dir)
+    folder = run_dir / CHECKPOINTS
+    state = _read_state(run_dir / STATE)
+    if state is None:
+        return None
+    if state.get("damaged"):
+        return _newest_readable(run_dir, folder)
+    if "checkpoint" not in state:  # written before commits named their checkpoint
+        legacy = dict(state, checkpoint=LAST.name)
+        return _point(folder, legacy, [])
+    notes = []
+    for entry in (state, state.get("previous")):
+        if not entry:
+            break
+        problem = _check(folder, entry)
+        if problem is None:
+            return _point(folder, entry, notes)
+        notes.append(problem)
+    raise KerasSeqError(f"no intact checkpoint left in {folder}: {'; '.join(notes)}; "
+                        "re-train the run (start it again without --resume)")
+
+
+def _newest_readable(run_dir: Path, folder: Path) -> ResumePoint:
+    import zipfile
+
+    names = sorted((p for p in folder.glob("epoch-*.keras") if _EPOCH_FILE.match(p.name)),
+                   reverse=True) if folder.is_dir() else []
+    for path in names:
+        try:
+            with zipfile.ZipFile(path) as archive:
+                if archive.testzip() is None:
+                    epochs = int(_EPOCH_FILE.match(path.name).group(1))
+                    note = (f"{run_dir / STATE} is damaged; resuming from {path} (epoch "
+                            f"{epochs}), the newest checkpoint that opens. Its dropout RNG "
+                            "states are lost: the run continues correctly but will not "
+                            "match an uninterrupted one bit for bit")
+                    return ResumePoint(path, epochs, None, None, {}, [note])
+        except (OSError, zipfile.BadZipFile):
+            continue
+    raise KerasSeqError(f"{run_dir / STATE} is damaged and no checkpoint in {folder} opens; "
+                        "re-train the run (start it again without --resume)")
+
+
+def remove_temporaries(run_dir: str | Path) -> list[Path]:
+    """Delete the temporary files an interrupted write left in ``run_dir`` and its
+    ``checkpoints/`` (``.NAME.tmp``, ``.NAME.tmp.keras``); returns them."""
+    run_dir = Path(run_dir)
+    found = [p for folder in (run_dir, run_dir / CHECKPOINTS) if folder.is_dir()
+             for p in folder.iterdir()
+             if p.name.startswith(".") and (p.name.endswith(".tmp") or
+                                            p.name.endswith(".tmp.keras"))]
+    for path in found:
+        _discard(path)
+    return found
+
+
+def committed_rows(path: str | Path, epochs_done: int) -> tuple[list[str], list[dict], int]:
+    """``(columns, rows, dropped)`` of ``metrics.csv``: its complete rows of epochs
+    ``< epochs_done``, one per epoch (a repeated epoch keeps the later session's row).
+
+    ``dropped`` counts the rows left out: logged by a session that died before committing
+    them, or cut off mid-line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return [], [], 0
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+    if not lines:
+        return [], [], 0
+    columns = next(csv.reader([lines[0]]))
+    rows, dropped = {}, 0
+    for line in lines[1:]:
+        values = next(csv.reader([line]), [])
+        complete = line.endswith("\n") and len(values) == len(columns)
+        try:
+            epoch = int(values[0]) if complete else None
+        except ValueError:
+            epoch = None
+        if epoch is None or epoch >= epochs_done or epoch in rows:
+            dropped += 1
+        if epoch is not None and epoch < epochs_done:
+            rows[epoch] = dict(zip(columns, values))
+    return columns, [rows[e] for e in sorted(rows)], dropped
+
+
+def csv_text(columns: list[str], rows: list[dict]) -> str:
+    """``metrics.csv``'s text: a header, then one line per row (missing values empty)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
