@@ -364,34 +364,76 @@ class RunCheckpoint(keras.callbacks.Callback):
                      None if math.isinf(self.best) else self.best, improved, extra)
 
 
+class TensorBoard(keras.callbacks.TensorBoard):
+    """Keras's TensorBoard callback, whose failure to write (a full disk, a read-only
+    folder) is a :class:`~keras_seq.errors.RunWriteError` naming its folder instead of a
+    TensorFlow traceback."""
+
+
+def _naming_write_errors(method):
+    def call(self, *args, **kwargs):
+        from keras_seq.training.summaries import write_errors_named
+
+        with write_errors_named(self.log_dir):
+            return method(self, *args, **kwargs)
+
+    return call
+
+
+for _name in ("on_train_begin", "on_train_end", "on_test_begin", "on_test_end",
+              "on_train_batch_begin", "on_train_batch_end", "on_epoch_begin", "on_epoch_end"):
+    setattr(TensorBoard, _name, _naming_write_errors(getattr(keras.callbacks.TensorBoard, _name)))
+
+
 class MetricsCSV(keras.callbacks.Callback):
     """``metrics.csv``: one row per epoch (``epoch`` then the logs' scalars, sorted, as
     Keras's ``CSVLogger`` writes them), the whole file rewritten atomically each epoch so a
     kill or a full disk never leaves half a row.
 
+    It runs after :class:`RunCheckpoint`, so the file only ever lists committed epochs; a
+    kill between the commit and this write loses that epoch's row, which the commit
+    itself keeps (``state.json``'s ``last_logs``) and a resumed run puts back.
+
     Args:
         path: the CSV file.
-        epochs_done: on resume, the committed epochs: rows of later epochs (logged by a
-            session that died before committing them) are dropped.
+        epochs_done: on resume, the committed epochs (rows of later ones are dropped).
+        last_logs: on resume, the last committed epoch's logs (its row if missing).
     """
 
-    def __init__(self, path: str | Path, epochs_done: int = 0):
+    def __init__(self, path: str | Path, epochs_done: int = 0, last_logs: dict | None = None):
         from keras_seq.training.checkpoints import committed_rows
 
         super().__init__()
         self.path = Path(path)
         self.columns, self.rows, self.dropped = committed_rows(self.path, epochs_done)
+        if epochs_done and last_logs and all(int(r["epoch"]) != epochs_done - 1
+                                             for r in self.rows):
+            self._add({"epoch": epochs_done - 1, **last_logs})
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_train_begin(self, logs=None):
+        # Put the file in step with the commit before training (rows dropped or put back).
+        from keras_seq.training.checkpoints import csv_text
+
+        on_disk = self.path.read_text(encoding="utf-8", errors="replace") \
+            if self.path.is_file() else ""
+        if self.rows and csv_text(self.columns, self.rows) != on_disk:
+            self._write()
+
+    def _write(self) -> None:
         from keras_seq.runs import write_text_atomic
         from keras_seq.training.checkpoints import csv_text
 
-        row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()
-                                  if np.ndim(v) == 0}}
+        write_text_atomic(self.path, csv_text(self.columns, self.rows))
+
+    def _add(self, row: dict) -> None:
         if not self.columns:
             self.columns = ["epoch", *sorted(k for k in row if k != "epoch")]
         self.rows.append(row)
-        write_text_atomic(self.path, csv_text(self.columns, self.rows))
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._add({"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()
+                                      if np.ndim(v) == 0}})
+        self._write()
 
 
 class TimeBudget(keras.callbacks.Callback):

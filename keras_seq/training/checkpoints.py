@@ -256,6 +256,20 @@ def _newest_readable(run_dir: Path, folder: Path) -> ResumePoint:
                         "re-train the run (start it again without --resume)")
 
 
+def point_last_at(run_dir: str | Path, point: ResumePoint) -> None:
+    """Make ``checkpoints/last.keras`` the resume point's checkpoint (a kill between the
+    commit and step 4, or a fallback to the previous commit, leaves it pointing
+    elsewhere)."""
+    last = Path(run_dir) / LAST
+    try:
+        if last.is_file() and os.path.samefile(last, point.checkpoint):
+            return
+    except OSError:
+        pass
+    if last.resolve() != point.checkpoint.resolve():
+        _link_atomic(point.checkpoint, last)
+
+
 def remove_temporaries(run_dir: str | Path) -> list[Path]:
     """Delete the temporary files an interrupted write left in ``run_dir`` and its
     ``checkpoints/`` (``.NAME.tmp``, ``.NAME.tmp.keras``); returns them."""

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -32,6 +35,7 @@ from keras_seq.backend import BACKENDS, mixed_precision_problem
 from keras_seq.errors import KerasSeqError
 
 STRATEGIES = ("one", "mirrored", "multi-worker")
+MAX_JSON_INT = 2**53  # integers beyond this do not survive a JSON round trip everywhere
 
 
 @dataclass
@@ -85,6 +89,9 @@ class TrainConfig:
                 or self.devices < 1 or self.strategy != "mirrored"):
             problems.append(f"devices is for --strategy mirrored, a count ≥ 1 (got "
                             f"{self.devices!r} with strategy {self.strategy!r})")
+        if (not isinstance(self.seed, int) or isinstance(self.seed, bool)
+                or not 0 <= self.seed < 2**32):
+            problems.append(f"seed must be an integer in 0..{2**32 - 1} (got {self.seed!r})")
         if self.strategy != "one" and self.backend not in (None, "tensorflow"):
             problems.append(f"strategy {self.strategy} runs on tf.distribute: it needs the "
                             f"tensorflow backend (got {self.backend})")
@@ -119,6 +126,9 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict):
+        if not isinstance(data, dict):
+            raise KerasSeqError(f"a {cls.kind} config must be a JSON object of fields, got "
+                                f"{type(data).__name__}")
         data = dict(data)
         kind = data.pop("kind", cls.kind)
         if kind != cls.kind:
@@ -134,4 +144,92 @@ class TrainConfig:
 
     @classmethod
     def load(cls, path: str | Path):
-        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        """The config saved in ``path`` (a ``config.json``), checked as a whole.
+
+        A file that is unreadable, not JSON, of another kind of run or another keras-seq
+        version, that lacks a field or has one of the wrong type (a string for a number,
+        NaN, an integer past 2**53) or an invalid value raises :class:`KerasSeqError`
+        naming the file.
+
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "config.json"
+        >>> TrainConfig(epochs=3).save(path)
+        >>> TrainConfig.load(path).epochs
+        3
+        >>> _ = path.write_text(path.read_text().replace('"epochs": 3', '"epochs": "3"'))
+        >>> TrainConfig.load(path)
+        Traceback (most recent call last):
+        ...
+        keras_seq.errors.KerasSeqError: ...config.json is not a usable ? config: epochs must ...
+        """
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as err:
+            raise KerasSeqError(f"cannot read {path}: {err.strerror or err}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+            raise KerasSeqError(f"{path} is not valid JSON ({err}); the run directory is "
+                                "damaged, re-train it") from None
+        if isinstance(data, dict) and data.get("version") != __version__:
+            raise KerasSeqError(f"{path} was written by keras-seq {data.get('version')!r}, this "
+                                f"is {__version__}; re-train it or use the matching keras-seq")
+        try:
+            config = cls.from_dict(data)  # a JSON object of this kind's fields
+            missing = sorted({"kind", *(f.name for f in dataclasses.fields(cls))} - set(data))
+            problems = [f"missing field(s) {', '.join(missing)}"] if missing else []
+            problems += cls.type_problems(data)
+            if problems:
+                raise KerasSeqError("; ".join(problems))
+            return config.validate()
+        except KerasSeqError as err:
+            raise KerasSeqError(f"{path} is not a usable {cls.kind} config: {err}") from None
+
+    @classmethod
+    def type_problems(cls, data: dict) -> list[str]:
+        """Fields of ``data`` whose JSON type does not fit the field's declared type.
+
+        >>> TrainConfig.type_problems({"epochs": 2.5, "lr": float("nan"), "backend": None})
+        ['epochs must be an integer (got 2.5)', 'lr must be a finite number (got nan)']
+        """
+        hints = typing.get_type_hints(cls)
+        problems = []
+        for f in dataclasses.fields(cls):
+            if f.name in data:
+                problem = _type_problem(hints[f.name], data[f.name])
+                if problem:
+                    problems.append(f"{f.name} must be {problem} (got {data[f.name]!r})")
+        return problems
+
+
+def _type_problem(hint, value) -> str | None:
+    """What ``value`` should have been to fit ``hint`` (``None``: it fits)."""
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    options = typing.get_args(hint) if union else (hint,)
+    wanted = []
+    for option in options:
+        if option is type(None):
+            if value is None:
+                return None
+            continue
+        if option is bool:
+            wanted.append("true or false")
+            ok = isinstance(value, bool)
+        elif option is int:
+            wanted.append("an integer")
+            ok = (isinstance(value, int) and not isinstance(value, bool)
+                  and abs(value) <= MAX_JSON_INT)
+        elif option is float:
+            wanted.append("a finite number")
+            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                  and (abs(value) <= MAX_JSON_INT if isinstance(value, int)
+                       else math.isfinite(value)))
+        elif option is str:
+            wanted.append("a string")
+            ok = isinstance(value, str)
+        else:
+            return None  # a type this check does not know: the config's own checks decide
+        if ok:
+            return None
+    if type(None) in options:
+        wanted.append("null")
+    return " or ".join(wanted)

@@ -12,20 +12,47 @@ False
 
 from __future__ import annotations
 
+import contextlib
+
 from keras_seq.backend import tensorflow_available, to_numpy
 
-__all__ = ["SummaryWriter", "to_numpy"]
+__all__ = ["SummaryWriter", "to_numpy", "write_errors_named"]
+
+_REASONS = ("No space left on device", "Read-only file system", "Permission denied",
+            "Disk quota exceeded", "File too large")
+
+
+@contextlib.contextmanager
+def write_errors_named(log_dir):
+    """Turn TensorFlow's failure to write an event file (its ``OpError``, raised on a full
+    disk or a read-only folder) into a :class:`~keras_seq.errors.RunWriteError` naming
+    ``log_dir``, as every other write of a run does."""
+    try:
+        yield
+    except Exception as err:
+        if not tensorflow_available():
+            raise
+        import tensorflow as tf
+
+        if not isinstance(err, tf.errors.OpError):
+            raise
+        from keras_seq.errors import RunWriteError
+
+        message = str(err)
+        reason = next((r for r in _REASONS if r in message), message.strip().splitlines()[0])
+        raise RunWriteError(log_dir, OSError(reason)) from err
 
 
 class SummaryWriter:
     """A TensorBoard event-file writer for ``log_dir`` (``None`` or no TensorFlow: off)."""
 
     def __init__(self, log_dir):
-        self._writer = None
+        self._writer, self.log_dir = None, log_dir
         if log_dir is not None and tensorflow_available():
             import tensorflow as tf
 
-            self._writer = tf.summary.create_file_writer(str(log_dir))
+            with write_errors_named(log_dir):
+                self._writer = tf.summary.create_file_writer(str(log_dir))
 
     @property
     def enabled(self) -> bool:
@@ -34,7 +61,7 @@ class SummaryWriter:
     def _write(self, step: int, fn) -> None:
         if self._writer is None:
             return
-        with self._writer.as_default(step=int(step)):
+        with write_errors_named(self.log_dir), self._writer.as_default(step=int(step)):
             fn()
 
     def scalar(self, name: str, value, step: int) -> None:
@@ -55,7 +82,8 @@ class SummaryWriter:
 
     def flush(self) -> None:
         if self._writer is not None:
-            self._writer.flush()
+            with write_errors_named(self.log_dir):
+                self._writer.flush()
 
 
 def _tf():

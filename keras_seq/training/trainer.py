@@ -149,13 +149,34 @@ def _resolve_config(task: Task, config, run_dir: Path, resume: bool, printer):
     return config, False
 
 
+def _check_writable(run_dir: Path) -> None:
+    """Make ``run_dir`` and write a small file there; a full disk or a read-only folder
+    raises :class:`~keras_seq.errors.RunWriteError` naming it."""
+    from keras_seq.errors import RunWriteError
+
+    probe = run_dir / ".write-check"
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RunWriteError(run_dir, err) from err
+    runs.write_text_atomic(probe, "keras-seq checks that it can save here\n" * 8)
+    probe.unlink(missing_ok=True)
+
+
 def _resume_point(run_dir: Path, printer, notes: list):
     """The commit a resumed run starts from (None: nothing committed yet, start at epoch
     0), with any damaged file and its replacement said and kept in the diagnostics."""
-    from keras_seq.training.checkpoints import committed_rows, remove_temporaries, resume_point
+    from keras_seq.training.checkpoints import (
+        committed_rows,
+        point_last_at,
+        remove_temporaries,
+        resume_point,
+    )
 
     remove_temporaries(run_dir)
     point = resume_point(run_dir)
+    if point is not None:
+        point_last_at(run_dir, point)
     messages = list(point.notes) if point else [
         "note: no epoch was checkpointed before the run stopped; training from epoch 0"]
     _, _, dropped = committed_rows(run_dir / "metrics.csv", point.epochs_done if point else 0)
@@ -217,7 +238,6 @@ def _set_policy(mixed_precision: str) -> str:
 
 def _tensorboard(config, tb_dir: Path, printer):
     """Keras's TensorBoard callback where TensorFlow (its writer) is importable, else a note."""
-    import keras
 
     from keras_seq.backend import tensorflow_available
 
@@ -225,8 +245,10 @@ def _tensorboard(config, tb_dir: Path, printer):
         printer("note: TensorFlow is not installed, so no TensorBoard logs are written "
                 "(metrics.csv and metrics.json are); pip install tensorflow to get them")
         return []
-    return [keras.callbacks.TensorBoard(str(tb_dir), write_graph=False,
-                                        histogram_freq=getattr(config, "histogram_freq", 0))]
+    from keras_seq.training.callbacks import TensorBoard
+
+    return [TensorBoard(str(tb_dir), write_graph=False,
+                        histogram_freq=getattr(config, "histogram_freq", 0))]
 
 
 def _recurrent_layers(model) -> list:
@@ -326,6 +348,8 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
     from keras_seq.training import callbacks as cb
     from keras_seq.training.distribute import fit_workarounds, strategy_scope
 
+    if resume:  # fail now, not after an epoch of training, if nothing can be saved
+        _check_writable(run_dir)
     keras.utils.set_random_seed(config.seed)
     prepared = task.prepare(config, run_dir, resume, printer)
     prepared.data["strategy"] = strategy
@@ -343,7 +367,7 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
                     f"writing {runs.METRICS}; evaluating the last checkpoint now")
     plan = task.fit_plan(config, prepared, initial_epoch, printer)
     if not resume:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        _check_writable(run_dir)
         for filename, artifact in prepared.artifacts.items():
             artifact.save(run_dir / filename)
         config.save(run_dir / runs.CONFIG)
@@ -378,8 +402,9 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
         *middle,
         *shared_diagnostics,
         *_tensorboard(config, tb_dir, printer),
-        cb.MetricsCSV(run_dir / "metrics.csv", point.epochs_done if point else 0),
         cb.RunCheckpoint(run_dir, nan_guard, point.best_val_loss if point else None),
+        cb.MetricsCSV(run_dir / "metrics.csv", point.epochs_done if point else 0,
+                      point.state.get("last_logs") if point else None),  # after the commit
         budget,
     ]
 
