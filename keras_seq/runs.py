@@ -145,26 +145,54 @@ def write_json_atomic(path: str | Path, payload) -> None:
 
 
 def read_run_config(run_dir: str | Path, kind: str | None = None) -> dict:
-    """The ``config.json`` of a run after checking its kind and keras-seq version."""
+    """The ``config.json`` of a run after checking its kind and keras-seq version.
+
+    When ``run_dir`` is not a ``kind`` run, the message says what it is instead: missing,
+    a file, an empty folder, an export, another kind of run (and which commands read that
+    kind), or a run of another keras-seq version.
+    """
+    readers = {"lm": "eval lm, generate, compare, export saved-model/tflite",
+               "seq2seq": "eval seq2seq, translate, export seq2seq",
+               "classify": "eval classify, predict, export classifier",
+               "tag": "eval tag, predict, export tagger",
+               "conditioned": "eval conditioned, generate"}
     run_dir = Path(run_dir)
     path = run_dir / CONFIG
     wanted = f"`keras-seq train {kind}`" if kind else "`keras-seq train …`"
+    fix = f"pass the --run-dir of a {wanted} run"
+    if not run_dir.exists():
+        raise KerasSeqError(f"{run_dir} does not exist; {fix}")
+    if not run_dir.is_dir():
+        raise KerasSeqError(f"{run_dir} is a file, not a run directory; {fix}")
     if not path.is_file():
-        raise KerasSeqError(f"{run_dir} is not a keras-seq run directory (no {CONFIG}); pass "
-                            f"the --run-dir of a {wanted} run")
+        if (run_dir / "saved_model.pb").is_file():
+            what = "holds a SavedModel (an export), not a training run"
+        elif any(run_dir.glob("*.tflite")):
+            what = "holds TFLite exports, not a training run"
+        elif not any(run_dir.iterdir()):
+            what = "is empty"
+        else:
+            what = f"has no {CONFIG}"
+        raise KerasSeqError(f"{run_dir} is not a keras-seq run directory (it {what}); {fix}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise KerasSeqError(f"{path} is not valid JSON ({err}); the run directory is damaged, "
                             "re-train it") from None
-    found = data.get("kind")
+    if not isinstance(data, dict):
+        raise KerasSeqError(f"{path} holds a JSON {type(data).__name__}, not the object of "
+                            "fields a run writes; the run directory is damaged, re-train it")
+    found, version = data.get("kind"), data.get("version")
     if kind is not None and found != kind:
-        what = f"a `keras-seq train {found}` run" if found else "an unknown kind of run"
-        raise KerasSeqError(f"{run_dir} holds {what}, not a {kind} run; pass the --run-dir of "
-                            f"a {wanted} run")
-    version = data.get("version")
+        if isinstance(found, str) and found in readers:
+            raise KerasSeqError(f"{run_dir} holds a `keras-seq train {found}` run, not a {kind} "
+                                f"run; {fix} (read this one with keras-seq {readers[found]})")
+        raise KerasSeqError(f"{run_dir} holds a run whose {CONFIG} names no known kind (kind "
+                            f"{found!r}, keras-seq {version!r}), not a {kind} run; {fix}")
     if version != __version__:
-        raise KerasSeqError(f"{run_dir} was written by keras-seq {version}, this is "
+        written = f"keras-seq {version}" if isinstance(version, str) else \
+            "a keras-seq that recorded no version"
+        raise KerasSeqError(f"{run_dir} was written by {written}, this is keras-seq "
                             f"{__version__}; re-train it or use the matching keras-seq version")
     return data
 
@@ -172,9 +200,11 @@ def read_run_config(run_dir: str | Path, kind: str | None = None) -> dict:
 def check_run_dir(run_dir: str | Path, kind: str | None = None) -> Path:
     """``run_dir``, after checking it holds a ``kind`` run with a checkpoint."""
     run_dir = Path(run_dir)
-    read_run_config(run_dir, kind)
+    found = read_run_config(run_dir, kind).get("kind", kind)
     if not (run_dir / LAST).is_file():
-        raise KerasSeqError(f"{run_dir} has no checkpoint yet ({LAST})")
+        raise KerasSeqError(f"{run_dir} has no checkpoint yet ({LAST}): its first epoch never "
+                            f"finished; continue it with `keras-seq train {found} --run-dir "
+                            f"{run_dir} --resume` or train it again")
     return run_dir
 
 
@@ -195,8 +225,28 @@ def checkpoint_path(run_dir: str | Path, which: str = "best") -> Path:
 
 def load_model(run_dir: str | Path, which: str = "best"):
     """The Keras model of a checked run (without its optimizer)."""
+
+    return load_keras_file(checkpoint_path(run_dir, which), compile=False)
+
+
+def load_keras_file(path: str | Path, compile: bool = True):
+    """A ``.keras`` file written by keras-seq, loaded in Keras's safe mode (no ``Lambda``
+    code, no class keras-seq does not register). Whatever Keras raises for a damaged or
+    foreign file becomes a :class:`KerasSeqError` naming the file."""
     import keras
 
-    import keras_seq.models  # noqa: F401  (registers every model class a run may hold)
+    import keras_seq.keras_metrics  # noqa: F401  (registers the classes a run may hold)
+    import keras_seq.models  # noqa: F401
 
-    return keras.saving.load_model(checkpoint_path(run_dir, which), compile=False)
+    path = Path(path)
+    if not path.is_file():
+        raise KerasSeqError(f"{path} does not exist; the run has no checkpoint yet")
+    try:
+        return keras.saving.load_model(path, compile=compile, safe_mode=True)
+    except Exception as err:  # Keras raises ValueError, TypeError, OSError, BadZipFile…
+        text = str(err).strip()
+        reason = text.splitlines()[0][:300] if text else type(err).__name__
+        raise KerasSeqError(
+            f"cannot load the model in {path}: {reason} (keras-seq loads .keras files in "
+            "Keras safe mode: no Lambda layers or classes it does not know; the file is "
+            "damaged or was not written by keras-seq: re-train the run)") from None

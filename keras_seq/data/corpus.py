@@ -154,31 +154,39 @@ def decode_text(raw: bytes, source: str) -> tuple[str, int, list[str]]:
     """Decode bytes as UTF-8 for language modelling.
 
     Documented handling: a UTF-8 byte-order mark is dropped; CRLF and lone CR become LF;
-    bytes that are not valid UTF-8 become U+FFFD and are counted. Data that is mostly not
-    text (NUL bytes, or over 1% invalid bytes) is refused, as is a line over
-    ``MAX_LINE_CHARS`` characters.
+    bytes that are not valid UTF-8 (lone surrogates written as UTF-8 included) become
+    U+FFFD and are counted. Data that is not text is refused with the byte offset of the
+    first bad byte: any NUL byte, or invalid bytes over 1% of the file (at least 17).
+    A line over ``MAX_LINE_CHARS`` characters is refused too.
 
     Returns:
         ``(text, replaced_bytes, notes)``.
+
+    >>> text, replaced, notes = decode_text(b"\\xef\\xbb\\xbfone\\r\\ntwo \\xff\\n", "t.txt")
+    >>> text == "one\\ntwo \\ufffd\\n", replaced
+    (True, 1)
     """
     notes = []
-    if b"\x00" in raw[:65536]:
+    nul = raw.find(b"\x00")
+    if nul != -1:
         raise DataError(
-            f"{source} looks binary (it contains NUL bytes); expected UTF-8 text. "
-            "Pass a plain-text file or a directory of .txt files."
+            f"{source} looks binary (a NUL byte at byte offset {nul:,}); expected UTF-8 "
+            "text. Pass a plain-text file or a directory of .txt files."
         )
+    skipped = 0
     if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
+        raw, skipped = raw[3:], 3
         notes.append("dropped a UTF-8 byte-order mark")
     text = raw.decode("utf-8", errors="replace")
-    replaced = _count_invalid_bytes(raw) if "\ufffd" in text else 0
+    replaced, first = _invalid_bytes(raw) if "\ufffd" in text else (0, 0)
     if replaced:
+        where = f"the first at byte offset {first + skipped:,}"
         if replaced > max(16, len(raw) // 100):
             raise DataError(
-                f"{source} is not UTF-8 text: {replaced:,} of {len(raw):,} bytes are invalid. "
-                "Convert it first, e.g. `iconv -f latin1 -t utf-8 FILE > FILE.utf8`."
+                f"{source} is not UTF-8 text: {replaced:,} of {len(raw):,} bytes are invalid "
+                f"({where}). Convert it first, e.g. `iconv -f latin1 -t utf-8 FILE > FILE.utf8`."
             )
-        notes.append(f"replaced {replaced} invalid UTF-8 byte(s) with U+FFFD")
+        notes.append(f"replaced {replaced} invalid UTF-8 byte(s) with U+FFFD ({where})")
     if "\r" in text:
         crlf = text.count("\r\n")
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -193,20 +201,17 @@ def decode_text(raw: bytes, source: str) -> tuple[str, int, list[str]]:
     return text, replaced, notes
 
 
-def _count_invalid_bytes(raw: bytes) -> int:
-    """Number of bytes that UTF-8 decoding with ``errors='replace'`` could not use."""
-    count = 0
+def _invalid_bytes(raw: bytes) -> tuple[int, int]:
+    """``(count, offset of the first)`` of the bytes that are not valid UTF-8 in ``raw``."""
+    text = raw.decode("utf-8", errors="surrogateescape")  # each bad byte: one U+DC80..DCFF
+    first = _ESCAPED.search(text)
+    if first is None:
+        return 0, 0
+    count = len(_ESCAPED.findall(text))
+    return count, len(text[:first.start()].encode("utf-8", errors="surrogateescape"))
 
-    def handler(err: UnicodeDecodeError):
-        nonlocal count
-        count += err.end - err.start
-        return "\ufffd", err.end
 
-    import codecs
-
-    codecs.register_error("keras_seq_count", handler)
-    raw.decode("utf-8", errors="keras_seq_count")
-    return count
+_ESCAPED = re.compile("[\udc80-\udcff]")
 
 
 # ----------------------------------------------------------------------------------------
@@ -214,19 +219,35 @@ def _count_invalid_bytes(raw: bytes) -> int:
 
 
 def parse_split(spec: str) -> tuple[float, float, float]:
-    """Parse ``"90/5/5"``, ``"90/10"`` (no test split) or ``"0.8,0.1,0.1"`` into fractions."""
+    """Parse ``"90/5/5"``, ``"90/10"`` (no test split) or ``"0.8,0.1,0.1"`` into fractions.
+
+    The shares are percentages that sum to 100 or fractions that sum to 1; anything else
+    (``"50/60"``) is refused rather than silently rescaled.
+
+    >>> parse_split("90/10")
+    (0.9, 0.1, 0.0)
+    >>> parse_split("50/60")
+    Traceback (most recent call last):
+    ...
+    keras_seq.errors.DataError: invalid split '50/60': the shares sum to 110; ...
+    """
     parts = [p for p in re.split(r"[/,:]", str(spec)) if p.strip()]
     try:
         values = [float(p) for p in parts]
     except ValueError:
         values = []
-    if len(values) not in (2, 3) or any(v < 0 for v in values) or sum(values) <= 0:
+    if len(values) not in (2, 3) or not all(0 <= v < float("inf") for v in values):
         raise DataError(
             f"invalid split {spec!r}; expected train/val[/test] shares such as "
             "'90/5/5' (default) or '90/10' (nanoGPT: no test split)"
         )
-    values += [0.0] * (3 - len(values))
     total = sum(values)
+    if not (abs(total - 100) <= 1e-6 or abs(total - 1) <= 1e-9):
+        raise DataError(
+            f"invalid split {spec!r}: the shares sum to {total:g}; expected percentages "
+            "that sum to 100 (e.g. '90/5/5') or fractions that sum to 1 (e.g. '0.9,0.05,0.05')"
+        )
+    values += [0.0] * (3 - len(values))
     if values[0] <= 0:
         raise DataError(f"invalid split {spec!r}: the train share must be positive")
     return tuple(v / total for v in values)  # type: ignore[return-value]
@@ -373,19 +394,29 @@ def _read_remote(remote: RemoteFile, data_dir) -> bytes:
         return archive.read(remote.member)
 
 
-def _read_path(path: Path) -> tuple[bytes, str]:
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*.txt") if p.is_file())
-        if not files:
-            raise DataError(
-                f"directory {path} holds no .txt files; expected a folder of UTF-8 .txt files"
-            )
-        parts = []
-        for f in files:
-            data = f.read_bytes()
-            parts.append(data if data.endswith(b"\n") or not data else data + b"\n")
-        return b"".join(parts), f"{path} ({len(files)} .txt files)"
-    return path.read_bytes(), str(path)
+def _read_path(path: Path) -> list[tuple[str, bytes]]:
+    """``[(file, bytes)]`` of a text file or of each ``.txt`` file under a directory (in
+    sorted order, each given a final line break if it lacks one)."""
+    if not path.is_dir():
+        return [(str(path), _read_bytes(path))]
+    files = sorted(p for p in path.rglob("*.txt") if p.is_file())
+    if not files:
+        raise DataError(
+            f"directory {path} holds no .txt files; expected a folder of UTF-8 .txt files"
+        )
+    parts = []
+    for f in files:
+        data = _read_bytes(f)
+        parts.append((str(f), data if data.endswith(b"\n") or not data else data + b"\n"))
+    return parts
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise DataError(f"cannot read corpus file {path}: {err.strerror or err}; expected a "
+                        "readable UTF-8 text file") from None
 
 
 def load_corpus(
@@ -441,10 +472,17 @@ def load_corpus(
             f"no such corpus {spec!r}: it is neither an existing file or directory nor a "
             f"registry name ({names})"
         )
-    raw, source = _read_path(path)
-    text, replaced, notes = decode_text(raw, source)
+    parts = _read_path(path)  # each file is decoded and checked on its own
+    texts, replaced, notes = [], 0, []
+    for source, data in parts:
+        text, r, n = decode_text(data, source)
+        texts.append(text)
+        replaced += r
+        notes += [f"{source}: {note}" for note in n] if len(parts) > 1 else n
+    raw = b"".join(data for _, data in parts)
     corpus = Corpus(
-        str(path), split_text(text, split), hashlib.sha256(raw).hexdigest(), split, replaced
+        str(path), split_text("".join(texts), split), hashlib.sha256(raw).hexdigest(), split,
+        replaced,
     )
     corpus.notes.extend(notes)
     return _check_nonempty(corpus)

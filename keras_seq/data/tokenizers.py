@@ -13,8 +13,21 @@ Conventions shared by all kinds:
 * word splitting: lower-case (option ``lower``), then every character that is not a
   letter, digit, underscore, apostrophe or ASCII whitespace becomes a token of its own
   (``"don't stop!"`` → ``don't``, ``stop``, ``!``), then split on ASCII whitespace; a
-  literal ``<unk>`` in the text (as in PTB) stays one token. The
-  Python and in-graph paths apply the same rule and are tested to agree.
+  literal ``<unk>`` in the text (as in PTB) stays one token; the control characters
+  U+001E and U+001F count as whitespace (keras-seq uses them as markers inside). The
+  Python and in-graph paths apply the same rule and are tested to agree;
+* input must be a ``str`` of valid Unicode: a lone surrogate (``"\\ud800"``, what
+  ``errors="surrogateescape"`` decoding leaves) raises :class:`DataError`, never a
+  ``UnicodeEncodeError`` later.
+
+What survives ``decode(encode(text))`` (the round trip the reliability campaign checks):
+
+* ``char``: ``text`` itself, each character outside the vocabulary written ``<unk>``;
+* ``word``: the tokens joined by one space, ``"\\n"`` after each line that has one
+  (blank lines and extra whitespace go; lower-cased with ``lower``), unknown words as
+  ``<unk>``; encoding that again gives the same ids;
+* ``subword``: the same as ``word``, with an unknown word (one WordPiece cannot spell)
+  as ``<unk>``.
 
 Importing this module does not import TensorFlow; ``subword`` and ``tf_encode`` do (on
 any Keras backend); without TensorFlow or tensorflow-text, ``subword`` says so in one line.
@@ -55,6 +68,29 @@ _PY_BREAKS = re.compile(rf"[{_WS}]*\n[{_WS}]*")
 _RE2_BREAKS = rf"[{_WS}]*\n[{_WS}]*"
 _PY_LEADING = re.compile(rf"^[{_WS}]+")
 _PY_SPLIT = re.compile(rf"[{_WS}]+")
+_MARKERS = re.compile(r"[\x1e\x1f]")  # the two markers above: whitespace when in the text
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(text, what: str = "text") -> str:
+    """``text`` if it is a ``str`` of valid Unicode, else a :class:`DataError` saying why.
+
+    >>> _check_text("ok")
+    'ok'
+    >>> _check_text("a\\ud800")
+    Traceback (most recent call last):
+    ...
+    keras_seq.errors.DataError: text holds a lone surrogate U+D800 at character 1; ...
+    """
+    if not isinstance(text, str):
+        raise DataError(f"{what} must be a str, got {type(text).__name__}; decode bytes "
+                        "first, e.g. data.decode('utf-8', errors='replace')")
+    bad = _SURROGATE.search(text)
+    if bad:
+        raise DataError(f"{what} holds a lone surrogate U+{ord(bad.group()):04X} at character "
+                        f"{bad.start():,}; expected valid Unicode text (decode bytes with "
+                        "errors='replace', not 'surrogateescape')")
+    return text
 
 
 def _stable_hash(payload: dict) -> str:
@@ -182,8 +218,8 @@ class Tokenizer:
             "format": FORMAT,
             "version": 1,
             "kind": self.kind,
-            "options": self.options,
-            "vocab": self.vocab,
+            "options": dict(self.options),  # copies: editing the dict leaves the tokenizer be
+            "vocab": list(self.vocab),
             "fingerprint": self.fingerprint,
         }
 
@@ -221,6 +257,7 @@ class Tokenizer:
 
 def _split_words(text: str, lower: bool) -> list[str]:
     """The word rule (see module docstring); line breaks become ``_LINE_BREAK`` tokens."""
+    text = _MARKERS.sub(" ", _check_text(text))
     if lower:
         text = text.lower()
     text = _PY_LEADING.sub("", text)
@@ -234,6 +271,7 @@ def _tf_split_words(texts, lower: bool):
     """In-graph twin of :func:`_split_words`: ``(B,)`` strings → ragged ``(B, None)`` words."""
     import tensorflow as tf
 
+    texts = tf.strings.regex_replace(texts, _MARKERS.pattern, " ")
     if lower:
         texts = tf.strings.lower(texts, encoding="utf-8")
     texts = tf.strings.regex_replace(texts, rf"^[{_WS}]+", "")
@@ -266,6 +304,7 @@ class WordTokenizer(Tokenizer):
 
     def __init__(self, max_vocab: int | None = None, min_count: int = 1, lower: bool = True):
         _check_vocab_options(max_vocab, min_count, len(self.specials))
+        _check_lower(lower)
         super().__init__(max_vocab=max_vocab, min_count=min_count, lower=lower)
 
     def tokens(self, text: str) -> list[str]:
@@ -292,6 +331,8 @@ class WordTokenizer(Tokenizer):
                                      for tokens in token_lists for t in tokens)
         if not counts:
             raise DataError("cannot fit a word tokenizer on data with no words")
+        for token in counts:
+            _check_text(token, "a word")
         self._set_vocab(_ranked_vocab(counts, self.specials, **self._vocab_limits()))
         return self
 
@@ -335,13 +376,13 @@ class CharTokenizer(Tokenizer):
         super().__init__(max_vocab=max_vocab, min_count=min_count)
 
     def tokens(self, text: str) -> list[str]:
-        return list(text)
+        return list(_check_text(text))
 
     def tokenize_lines(self, text: str) -> list[list[str]]:
-        return [list(line) for line in text.split("\n") if line]
+        return [list(line) for line in _check_text(text).split("\n") if line]
 
     def fit(self, text: str) -> CharTokenizer:
-        counts = collections.Counter(text)
+        counts = collections.Counter(_check_text(text))
         if not counts:
             raise DataError("cannot fit a char tokenizer on empty text")
         self._set_vocab(
@@ -380,8 +421,10 @@ def _tf_text():
 class SubwordTokenizer(Tokenizer):
     """WordPiece subwords learned with tensorflow-text's vocabulary builder.
 
-    Words are first cut by the word rule; each word is then split into WordPiece pieces
-    (continuations start with ``##``) by ``tensorflow_text.FastWordpieceTokenizer``.
+    Words are first cut by the word rule; each word, as a whole (``don't`` is not cut
+    again at the apostrophe), is then split into WordPiece pieces (continuations start
+    with ``##``) by ``tensorflow_text.FastWordpieceTokenizer``; a word it cannot spell
+    becomes ``<unk>``.
 
     Args:
         vocab_size: target vocabulary size (the learner may return slightly fewer).
@@ -400,6 +443,7 @@ class SubwordTokenizer(Tokenizer):
     def __init__(self, vocab_size: int = 8000, lower: bool = True):
         if not isinstance(vocab_size, int) or vocab_size < 16:
             raise DataError(f"subword vocab_size must be an integer ≥ 16, got {vocab_size!r}")
+        _check_lower(lower)
         super().__init__(vocab_size=vocab_size, lower=lower)
         self._wordpiece = None
 
@@ -426,8 +470,9 @@ class SubwordTokenizer(Tokenizer):
         """Cut a learned vocabulary to ``vocab_size`` entries.
 
         The learner's threshold search can overshoot the target; then the pieces used
-        least on the training words go (single characters always stay, so every word
-        still has a spelling).
+        least on the training words go. Single characters go last, so that every word
+        keeps a spelling; when even they are more than ``vocab_size``, the rarest go too
+        and words that hold them become ``<unk>``.
         """
         limit = self.options["vocab_size"]
         if len(vocab) <= limit:
@@ -437,12 +482,21 @@ class SubwordTokenizer(Tokenizer):
         tf_text = _tf_text()
         words = list(counts)
         tokenizer = tf_text.FastWordpieceTokenizer(vocab=vocab, suffix_indicator="##",
-                                                   unknown_token=UNK)
+                                                   unknown_token=UNK, no_pretokenization=True)
         pieces = tokenizer.tokenize(tf.constant(words))
         weights = np.repeat([counts[w] for w in words], pieces.row_lengths().numpy())
         usage = np.bincount(pieces.flat_values.numpy(), weights=weights, minlength=len(vocab))
-        keep = {i for i, t in enumerate(vocab)
-                if t in self.specials or len(t.removeprefix("##")) == 1}
+        keep = {i for i, t in enumerate(vocab) if t in self.specials}
+        singles = [i for i, t in enumerate(vocab)
+                   if i not in keep and len(t.removeprefix("##")) == 1]
+        if len(keep) + len(singles) > limit:  # the most frequent characters stay
+            freq = collections.Counter()
+            for word, count in counts.items():
+                freq[word[0]] += count
+                for ch in word[1:]:
+                    freq["##" + ch] += count
+            singles = sorted(singles, key=lambda i: -freq[vocab[i]])[:limit - len(keep)]
+        keep.update(singles)
         for i in np.argsort(-usage, kind="stable"):
             if len(keep) >= limit:
                 break
@@ -458,7 +512,7 @@ class SubwordTokenizer(Tokenizer):
         if self._wordpiece is None:
             self._wordpiece = tf_text.FastWordpieceTokenizer(
                 vocab=self.vocab, suffix_indicator="##", unknown_token=UNK,
-                support_detokenization=True,
+                support_detokenization=True, no_pretokenization=True,  # words are cut already
             )
         return self._wordpiece
 
@@ -526,6 +580,11 @@ def _check_vocab_options(max_vocab, min_count, n_specials: int) -> None:
         raise DataError(f"min_count must be an integer ≥ 1, got {min_count!r}")
 
 
+def _check_lower(lower) -> None:
+    if not isinstance(lower, bool):
+        raise DataError(f"lower must be true or false, got {lower!r}")
+
+
 def _ranked_vocab(counts, specials, max_vocab, min_count, order="count") -> list[str]:
     """Specials first, then tokens by descending count (ties alphabetical) or sorted."""
     kept = [(t, c) for t, c in counts.items() if c >= min_count and t not in specials]
@@ -540,7 +599,7 @@ def _ranked_vocab(counts, specials, max_vocab, min_count, order="count") -> list
 
 def make_tokenizer(kind: str, **options) -> Tokenizer:
     """A new, unfitted tokenizer of ``kind`` (``char``, ``word`` or ``subword``)."""
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise DataError(f"unknown tokenizer {kind!r}; expected one of {', '.join(KINDS)}")
     cls = KINDS[kind]
     import inspect
@@ -556,25 +615,74 @@ def make_tokenizer(kind: str, **options) -> Tokenizer:
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
-    """Load a tokenizer saved with :meth:`Tokenizer.save` (a directory or the .json file)."""
+    """Load a tokenizer saved with :meth:`Tokenizer.save` (a directory or the .json file).
+
+    A file that is not exactly what :meth:`Tokenizer.save` writes (another format or
+    version, a missing or mistyped field, a vocabulary that does not match its
+    fingerprint) raises :class:`DataError` naming the file and what is wrong.
+
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> path = make_tokenizer("char").fit("abc").save(folder)
+    >>> load_tokenizer(folder).vocab
+    ['<pad>', '<unk>', 'a', 'b', 'c']
+    >>> _ = path.write_text('{"format": "keras-seq-tokenizer", "version": 2}')
+    >>> load_tokenizer(folder)
+    Traceback (most recent call last):
+    ...
+    keras_seq.errors.DataError: ... has tokenizer file version 2; this keras-seq reads version 1...
+    """
     path = Path(path)
     target = path / FILENAME if path.is_dir() else path
     if not target.is_file():
         raise DataError(f"no tokenizer at {target}; expected a {FILENAME} written by save()")
     try:
         data = json.loads(target.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         raise DataError(f"{target} is not a keras-seq tokenizer file: {err}") from None
-    if data.get("format") != FORMAT or data.get("kind") not in KINDS:
-        raise DataError(
-            f"{target} is not a keras-seq tokenizer file (format {data.get('format')!r}, "
-            f"kind {data.get('kind')!r})"
-        )
-    tok = KINDS[data["kind"]](**data["options"])
-    tok._set_vocab(data["vocab"])
-    if data.get("fingerprint") and data["fingerprint"] != tok.fingerprint:
+    except OSError as err:
+        raise DataError(f"cannot read {target}: {err.strerror or err}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise DataError(f"{target} is not a keras-seq tokenizer file (format {found!r}, "
+                        f"expected {FORMAT!r}); pass the {FILENAME} that save() wrote")
+    if data.get("version") != 1:
+        raise DataError(f"{target} has tokenizer file version {data.get('version')!r}; this "
+                        "keras-seq reads version 1 (re-fit the tokenizer, or use the keras-seq "
+                        "that wrote it)")
+    tok = _tokenizer_from_dict(data, target)
+    if data["fingerprint"] != tok.fingerprint:
         raise DataError(
             f"{target} is corrupt: its vocabulary hashes to {tok.fingerprint}, "
             f"but the file says {data['fingerprint']}"
         )
+    return tok
+
+
+def _tokenizer_from_dict(data: dict, target: Path) -> Tokenizer:
+    """The tokenizer a checked ``tokenizer.json`` describes (before its fingerprint check)."""
+    kind, options, vocab = data.get("kind"), data.get("options"), data.get("vocab")
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise DataError(f"{target} names tokenizer kind {kind!r}; expected one of "
+                        f"{', '.join(KINDS)}")
+    import inspect
+
+    accepted = set(inspect.signature(KINDS[kind].__init__).parameters) - {"self"}
+    if not isinstance(options, dict) or set(options) - accepted:
+        raise DataError(f"{target} has options {options!r}; a {kind} tokenizer takes a JSON "
+                        f"object with some of {', '.join(sorted(accepted))}")
+    specials = list(KINDS[kind].specials)
+    if (not isinstance(vocab, list) or not all(isinstance(t, str) for t in vocab)
+            or vocab[:len(specials)] != specials):
+        raise DataError(f"{target} has no usable vocabulary: expected a list of strings that "
+                        f"starts with {specials}")
+    if not isinstance(data.get("fingerprint"), str):
+        raise DataError(f"{target} has no fingerprint (got {data.get('fingerprint')!r}); the "
+                        "file is damaged or was not written by save(): re-fit the tokenizer")
+    try:
+        tok = KINDS[kind](**options)
+        _check_text("".join(vocab), "the vocabulary")
+        tok._set_vocab(vocab)
+    except DataError as err:
+        raise DataError(f"{target} is damaged: {err}") from None
     return tok

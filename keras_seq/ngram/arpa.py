@@ -31,7 +31,7 @@ True
 
 from __future__ import annotations
 
-import io
+import itertools
 import json
 import os
 import re
@@ -43,6 +43,7 @@ from keras_seq.ngram.backoff import BackoffModel
 from keras_seq.ngram.counts import (
     BOS_TOKEN,
     EOS_TOKEN,
+    MAX_ORDER,
     UNK_TOKEN,
     NgramTable,
     Vocabulary,
@@ -72,6 +73,10 @@ def write_arpa(model: BackoffModel, path_or_file, progress=None) -> None:
         with open(path_or_file, "w", encoding="utf-8", newline="\n") as f:
             return write_arpa(model, f, progress)
     f = path_or_file
+    bad = next((w for w in model.vocab.words if not w or _FIELDS.search(w)), None)
+    if bad is not None:
+        raise DataError(f"cannot write the word {bad!r} to an ARPA file: its fields are split "
+                        "on whitespace, so a word must be non-empty and hold no whitespace")
     meta = dict(model.metadata)
     meta["strict"] = model.strict
     f.write(META_PREFIX + json.dumps(meta, sort_keys=True, default=str) + "\n")
@@ -97,56 +102,118 @@ def write_arpa(model: BackoffModel, path_or_file, progress=None) -> None:
     f.write("\n\\end\\\n")
 
 
-def _malformed(where: str, what: str) -> DataError:
-    return DataError(f"malformed ARPA file {where}: {what}")
+def _malformed(where: str, what: str, line: int | None = None) -> DataError:
+    at = f", line {line:,}" if line is not None else ""
+    return DataError(f"malformed ARPA file {where}{at}: {what}")
+
+
+class _Lines:
+    """Iterate ``(line number, text)`` over a file; bytes are decoded as strict UTF-8 and a
+    decoding error names its line (an ARPA file is UTF-8 throughout)."""
+
+    def __init__(self, f, name: str):
+        self.f, self.name, self.number = f, name, 0
+
+    def __iter__(self):
+        try:
+            for line in self.f:
+                self.number += 1
+                if isinstance(line, bytes):
+                    try:
+                        line = line.decode("utf-8")
+                    except UnicodeDecodeError as err:
+                        raise _malformed(self.name, f"byte {err.start + 1} is not UTF-8 "
+                                         f"({err.reason}); is this a binary file?",
+                                         self.number) from None
+                yield self.number, line
+        except UnicodeDecodeError as err:  # a text stream the caller opened
+            raise _malformed(self.name, f"not UTF-8 text ({err.reason})",
+                             self.number + 1) from None
 
 
 def read_arpa(path_or_file) -> BackoffModel:
     """Read an ARPA file into a :class:`~keras_seq.ngram.backoff.BackoffModel`.
 
+    Every refusal is a :class:`DataError` that names the file and the line.
+
     Raises:
-        DataError: missing ``\\data\\`` or section, counts that disagree with the header,
-            n-grams whose shorter prefix is missing, or lines that do not parse.
+        DataError: bytes that are not UTF-8; a missing or repeated ``\\data\\`` entry or
+            section; sections out of order; an order above ``MAX_ORDER``; counts that
+            disagree with the header; a probability that is not a number ≤ 0 (a backoff
+            that is NaN or +inf); n-grams whose shorter prefix is missing, or that appear
+            twice; a missing ``\\end\\``; a damaged ``# keras-seq`` metadata line.
+
+    >>> import io
+    >>> read_arpa(io.StringIO("\\\\data\\\\\\nngram 1=3\\n\\n\\\\1-grams:\\n-1\\t<s>\\n"))
+    Traceback (most recent call last):
+    ...
+    keras_seq.errors.DataError: malformed ARPA file <stream>, line 5: missing \\end\\ ...
     """
     if isinstance(path_or_file, (str, os.PathLike)):
-        if not os.path.exists(path_or_file):
+        if not os.path.isfile(path_or_file):
             raise DataError(f"no such ARPA file: {path_or_file}")
-        with open(path_or_file, encoding="utf-8") as f:
-            return _read(f, str(path_or_file))
-    return _read(path_or_file, "<stream>")
+        try:
+            with open(path_or_file, "rb") as f:
+                return _read(_Lines(f, str(path_or_file)), str(path_or_file))
+        except OSError as err:
+            raise DataError(f"cannot read the ARPA file {path_or_file}: "
+                            f"{err.strerror or err}") from None
+    return _read(_Lines(path_or_file, "<stream>"), "<stream>")
 
 
-def _read(f: io.TextIOBase, name: str) -> BackoffModel:
+_SPACE = " \t\r\n\f\v"  # ARPA fields are split on ASCII whitespace only
+_FIELDS = re.compile(r"[ \t\r\n\f\v]+")
+
+
+def _read(lines: _Lines, name: str) -> BackoffModel:
     meta: dict = {}
-    for line in f:
+    for number, line in lines:
         if line.startswith(META_PREFIX):
             try:
                 meta = json.loads(line[len(META_PREFIX):])
-            except json.JSONDecodeError:
-                meta = {}
-        if line.strip() == "\\data\\":
+            except (json.JSONDecodeError, RecursionError) as err:
+                raise _malformed(name, f"the keras-seq metadata is not JSON ({err}); remove "
+                                 "the line or write the model again", number) from None
+            if not isinstance(meta, dict):
+                raise _malformed(name, "the keras-seq metadata is not a JSON object", number)
+        if line.strip(_SPACE) == "\\data\\":
             break
     else:
-        raise _malformed(name, "no \\data\\ line; is this an ARPA language model?")
+        raise _malformed(name, "no \\data\\ line; is this an ARPA language model?",
+                         lines.number)
     header: dict[int, int] = {}
-    for line in f:
-        line = line.strip()
+    header_line: dict[int, int] = {}
+    pending = None  # a section line that ended the header without a blank line
+    for number, line in lines:
+        line = line.strip(_SPACE)
         if not line:
             if header:
                 break
             continue
+        if header and _SECTION.match(line):
+            pending = (number, line)
+            break
         m = _NGRAM_LINE.match(line)
         if not m:
-            raise _malformed(name, f"expected 'ngram N=count' in the header, got {line!r}")
-        header[int(m.group(1))] = int(m.group(2))
+            raise _malformed(name, f"expected 'ngram N=count' in the header, got {line[:80]!r}",
+                             number)
+        n = int(m.group(1))
+        if not 1 <= n <= MAX_ORDER:
+            raise _malformed(name, f"n-gram order {n} is outside 1..{MAX_ORDER}", number)
+        if n in header:
+            raise _malformed(name, f"ngram {n} appears twice in the header (first on line "
+                             f"{header_line[n]})", number)
+        header[n], header_line[n] = int(m.group(2)), number
     if not header or sorted(header) != list(range(1, len(header) + 1)):
-        raise _malformed(name, f"header orders {sorted(header)} are not 1..N")
+        raise _malformed(name, f"header orders {sorted(header)} are not 1..N", lines.number)
     N = check_order(len(header))
-    sections: dict[int, list[str]] = {}
+    sections: dict[int, list[tuple[int, str]]] = {}
+    section_line: dict[int, int] = {}
     current = None
     ended = False
-    for line in f:
-        line = line.strip()
+    body = lines if pending is None else itertools.chain([pending], lines)
+    for number, line in body:
+        line = line.strip(_SPACE)
         if not line:
             continue
         if line == "\\end\\":
@@ -156,52 +223,68 @@ def _read(f: io.TextIOBase, name: str) -> BackoffModel:
         if m:
             current = int(m.group(1))
             if current not in header:
-                raise _malformed(name, f"section \\{current}-grams: is not in the header")
-            sections[current] = []
+                raise _malformed(name, f"section \\{current}-grams: is not in the header",
+                                 number)
+            if current != len(sections) + 1:
+                raise _malformed(name, f"section \\{current}-grams: is out of order or repeated"
+                                 f" (expected \\{len(sections) + 1}-grams:)", number)
+            sections[current], section_line[current] = [], number
             continue
         if current is None:
-            raise _malformed(name, f"n-gram line before any \\N-grams: section: {line!r}")
-        sections[current].append(line)
+            raise _malformed(name, f"n-gram line before any \\N-grams: section: {line[:80]!r}",
+                             number)
+        sections[current].append((number, line))
     if not ended:
-        raise _malformed(name, "missing \\end\\ (truncated file?)")
+        raise _malformed(name, "missing \\end\\ (truncated file?)", lines.number)
     for n in range(1, N + 1):
         if n not in sections:
-            raise _malformed(name, f"missing section \\{n}-grams:")
+            raise _malformed(name, f"missing section \\{n}-grams:", lines.number)
         if len(sections[n]) != header[n]:
             raise _malformed(
-                name, f"header says ngram {n}={header[n]} but the section has "
-                f"{len(sections[n])} lines"
+                name, f"header says ngram {n}={header[n]} (line {header_line[n]}) but the "
+                f"section has {len(sections[n])} lines", section_line[n]
             )
-    return _build(sections, N, meta, name)
+    return _build(sections, section_line, N, meta, name)
 
 
-def _parse_section(lines: list[str], n: int, has_backoff: bool, name: str):
+def _parse_section(lines: list[tuple[int, str]], n: int, has_backoff: bool, name: str):
     probs = np.empty(len(lines))
     backs = np.zeros(len(lines))
     grams = []
-    for i, line in enumerate(lines):
-        parts = line.split()
+    for i, (number, line) in enumerate(lines):
+        parts = _FIELDS.split(line)
         if len(parts) not in (n + 1, n + 2) or (len(parts) == n + 2 and not has_backoff):
-            raise _malformed(name, f"bad {n}-gram line {line!r}")
+            raise _malformed(name, f"bad {n}-gram line {line[:80]!r}", number)
         try:
             probs[i] = float(parts[0])
             if len(parts) == n + 2:
                 backs[i] = float(parts[-1])
         except ValueError:
-            raise _malformed(name, f"bad number in {n}-gram line {line!r}") from None
+            raise _malformed(name, f"bad number in {n}-gram line {line[:80]!r}",
+                             number) from None
+        if np.isnan(probs[i]) or probs[i] > 1e-6:
+            raise _malformed(name, f"log10 probability {parts[0]!r} is not a number ≤ 0",
+                             number)
+        if np.isnan(backs[i]) or backs[i] == np.inf:
+            raise _malformed(name, f"log10 backoff {parts[-1]!r} is not a finite number",
+                             number)
         grams.append(parts[1:n + 1])
     return probs, backs, grams
 
 
-def _build(sections, N, meta, name) -> BackoffModel:
+def _build(sections, section_line, N, meta, name) -> BackoffModel:
     probs1, backs1, grams1 = _parse_section(sections[1], 1, N > 1, name)
     unigram_words = [g[0] for g in grams1]
     for special in (BOS_TOKEN, EOS_TOKEN):
         if special not in unigram_words:
-            raise _malformed(name, f"the 1-grams have no {special}")
+            raise _malformed(name, f"the 1-grams have no {special}", section_line[1])
     vocab = Vocabulary(unigram_words)
     if len(vocab) != len(unigram_words) + (UNK_TOKEN not in unigram_words):
-        raise _malformed(name, "a 1-gram appears twice")
+        seen = set()
+        for (number, _), word in zip(sections[1], unigram_words):
+            if word in seen:
+                raise _malformed(name, f"the 1-gram {word!r} appears twice", number)
+            seen.add(word)
     V = len(vocab)
     ids1 = np.array([vocab.index[w] for w in unigram_words], dtype=np.int64)
     lp = np.zeros(V)
@@ -212,22 +295,28 @@ def _build(sections, N, meta, name) -> BackoffModel:
     log10_prob, log10_backoff = [lp], [bo]
     for n in range(2, N + 1):
         probs, backs, grams = _parse_section(sections[n], n, n < N, name)
-        try:
-            cols = np.array([[vocab.index[w] for w in g] for g in grams], dtype=np.int64)
-        except KeyError as err:
-            raise _malformed(name, f"{n}-gram word {err} is not a 1-gram") from None
+        index = vocab.index
+        for (number, _), gram in zip(sections[n], grams):
+            for w in gram:
+                if w not in index:
+                    raise _malformed(name, f"{n}-gram word {w!r} is not a 1-gram", number)
+        cols = np.array([[index[w] for w in g] for g in grams], dtype=np.int64)
         cols = cols.reshape(len(grams), n)
         prefix = cols[:, 0]
         for k in range(2, n):
             prefix = tables[k - 1].find(prefix, cols[:, k - 1], V)
         if (prefix < 0).any():
-            bad = grams[int(np.flatnonzero(prefix < 0)[0])]
-            raise _malformed(name, f"{n}-gram {' '.join(bad)!r} has no {n - 1}-gram prefix entry")
+            i = int(np.flatnonzero(prefix < 0)[0])
+            raise _malformed(name, f"{n}-gram {' '.join(grams[i])!r} has no {n - 1}-gram "
+                             "prefix entry", sections[n][i][0])
         keys = prefix * V + cols[:, n - 1]
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
-        if (np.diff(keys) == 0).any():
-            raise _malformed(name, f"a {n}-gram appears twice")
+        twice = np.flatnonzero(np.diff(keys) == 0)
+        if twice.size:
+            first, again = sorted(int(order[j]) for j in (twice[0], twice[0] + 1))
+            raise _malformed(name, f"the {n}-gram {' '.join(grams[again])!r} appears twice "
+                             f"(first on line {sections[n][first][0]})", sections[n][again][0])
         tables.append(NgramTable(n, keys, keys // V, keys % V))
         log10_prob.append(probs[order])
         log10_backoff.append(backs[order])

@@ -317,7 +317,9 @@ def restore_seed_generator_states(model, states: list) -> None:
 def resume_from_checkpoint(point):
     """The model of a :class:`~keras_seq.training.checkpoints.ResumePoint` (weights and
     optimizer), with its dropout RNG states put back so training continues exactly."""
-    model = keras.saving.load_model(point.checkpoint)
+    from keras_seq.runs import load_keras_file
+
+    model = load_keras_file(point.checkpoint)
     if point.rng_states is not None:
         restore_seed_generator_states(model, point.rng_states)
     return model
