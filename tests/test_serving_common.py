@@ -54,15 +54,14 @@ class ThreadServer:
     def __init__(self, config):
         import uvicorn
 
-        from keras_seq.serving.app import create_app
+        from keras_seq.serving.app import create_app, uvicorn_config
 
         config.port = config.port if config.port != 8501 else free_port()
+        config.graceful_timeout_s = 5
         self.config = config
         self.url = f"http://127.0.0.1:{config.port}"
         self.app = create_app(config, printer=lambda *a: None)
-        self.server = uvicorn.Server(uvicorn.Config(
-            self.app, host="127.0.0.1", port=config.port, log_level="warning",
-            access_log=False, lifespan="on", timeout_graceful_shutdown=5))
+        self.server = uvicorn.Server(uvicorn_config(self.app, config))  # as `keras-seq serve`
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self):

@@ -14,25 +14,18 @@ for classifier SavedModels.
 
 from __future__ import annotations
 
-import argparse
+import sys
+from pathlib import Path
+
+from keras_seq.commands._common import Range, number
 
 
 def _positive(kind):
-    def parse(text):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-    return parse
+    return number(kind, Range(0, low_open=True))
 
 
 def _non_negative(kind):
-    def parse(text):
-        value = kind(text)
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"must be ≥ 0, got {text}")
-        return value
-    return parse
+    return number(kind, Range(0))
 
 
 def register(subparsers) -> None:
@@ -82,6 +75,12 @@ def register(subparsers) -> None:
                    "$KERAS_SEQ_SERVE_TOKEN)")
     p.add_argument("--graceful-timeout", type=_non_negative(float), default=30.0, metavar="S",
                    help="on SIGTERM/SIGINT, wait this long for in-flight requests (default 30)")
+    p.add_argument("--read-timeout", type=_positive(float), default=10.0, metavar="S",
+                   help="a request's line, headers and body must arrive within S seconds, "
+                   "else the connection is closed (default 10; guards against slow clients)")
+    p.add_argument("--max-connections", type=_positive(int), default=1000, metavar="N",
+                   help="most open connections; past it the one waiting longest for its "
+                   "request is closed (default 1000)")
     p.set_defaults(func=cmd_serve)
 
 
@@ -93,19 +92,23 @@ def cmd_serve(args) -> int:
         from keras_seq.serving.layout import publish_saved_model
 
         if not args.model_name or len(args.model_name) != 1:
-            raise ValueError("--publish needs exactly one --model-name")
+            raise ValueError(f"--publish needs exactly one --model-name, got "
+                             f"{len(args.model_name or [])}: the name to publish the "
+                             "SavedModel under, e.g. --model-name lm")
         target = publish_saved_model(args.publish, args.model_base, args.model_name[0],
                                      args.version)
         print(f"published {args.publish} as {target}")
         return 0
     if args.version is not None:
         raise ValueError("--version only applies to --publish")
-    from keras_seq.serving.app import ServeConfig, run_server
-    from keras_seq.serving.codec import Limits
     from keras_seq.serving.layout import check_model_name
 
     for name in args.model_name or []:
         check_model_name(name)
+    _check_model_base(args)
+    from keras_seq.serving.app import ServeConfig, run_server
+    from keras_seq.serving.codec import Limits
+
     config = ServeConfig(
         model_base=args.model_base, model_names=args.model_name, host=args.host,
         port=args.port, poll_interval=args.poll_interval, max_batch_size=args.max_batch_size,
@@ -116,6 +119,39 @@ def cmd_serve(args) -> int:
         limits=Limits(max_instances=args.max_instances, max_text_length=args.max_text_length,
                       max_generated_tokens=args.max_generated_tokens),
         request_timeout_s=args.request_timeout, token=args.token,
-        graceful_timeout_s=args.graceful_timeout)
+        graceful_timeout_s=args.graceful_timeout, read_timeout_s=args.read_timeout,
+        max_connections=args.max_connections)
     run_server(config, printer=lambda msg: print(msg, flush=True))
     return 0
+
+
+def _check_model_base(args) -> None:
+    """Refuse a model base that is not a folder; warn, as TF Serving's log does, about each
+    model that has no servable version yet (the server picks versions up as they appear)."""
+    from keras_seq.errors import KerasSeqError
+    from keras_seq.serving.layout import discover_models, list_versions
+
+    base = Path(args.model_base)
+    if not base.is_dir():
+        what, fix = ("is a file, not a folder", "pass the folder that holds the models") \
+            if base.exists() else ("does not exist", "create it by publishing a model: keras-seq "
+                                   f"serve --model-base {base} --model-name NAME --publish "
+                                   "EXPORTED_SAVED_MODEL")
+        raise KerasSeqError(f"--model-base {base} {what}; expected a folder laid out as TF "
+                            f"Serving's DIR/NAME/VERSION/saved_model.pb; {fix}")
+    names = args.model_name or discover_models(base)
+    empty = [name for name in names if not list_versions(base / name)]
+    if names and not empty:
+        return
+    if not args.poll_interval and len(empty) == len(names):
+        raise KerasSeqError(f"nothing to serve under {base} (no NAME/VERSION/saved_model.pb) "
+                            "and --poll-interval 0 never looks again; publish a model first "
+                            "or drop --poll-interval 0")
+    for name in empty:
+        print(f"warning: no versions of servable {name} found under base path {base / name}; "
+              "it is served once a version is published there", file=sys.stderr, flush=True)
+    if not names:
+        print(f"warning: no servable model found under base path {base} (expected "
+              "NAME/VERSION/saved_model.pb); serving nothing until one is published "
+              f"(`keras-seq serve --model-base {base} --model-name NAME --publish DIR`)",
+              file=sys.stderr, flush=True)

@@ -13,9 +13,12 @@ Endpoints (the same paths and JSON as TensorFlow Serving's REST API)::
 
 Errors are ``{"error": "..."}`` with 400 (bad request), 401 (missing/bad bearer token),
 404 (unknown model, version or path), 413 (body over ``max_body_bytes``) or 504 (request
-over ``request_timeout_s``). ``:classify`` answers for classifier SavedModels (``keras-seq
-export classifier``); on any other model it is a 400. Requests never name files: models
-come only from the model base folder given at start.
+over ``request_timeout_s``). Slow and idle clients cannot pin the server: a request's line,
+headers and body must arrive within ``read_timeout_s`` (else the connection is closed), and
+past ``max_connections`` open connections the one that has waited longest for its request
+is closed to make room (:func:`guarded_protocol`). ``:classify`` answers for classifier
+SavedModels (``keras-seq export classifier``); on any other model it is a 400. Requests
+never name files: models come only from the model base folder given at start.
 """
 
 
@@ -24,6 +27,7 @@ import hmac
 import json
 import os
 import re
+import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -32,6 +36,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from keras_seq.serving.batching import Batcher
@@ -46,6 +51,10 @@ from keras_seq.serving.errors import ServingError, bad_request
 from keras_seq.serving.registry import ModelRegistry
 
 TOKEN_ENV = "KERAS_SEQ_SERVE_TOKEN"
+#: connections waiting to be accepted, also the most asyncio accepts in one turn of the
+#: event loop; a closed connection's socket goes a few turns later, so under a flood the
+#: open files stay under max_connections + 4 × this (+ the process's own)
+LISTEN_BACKLOG = 128
 
 
 @dataclass
@@ -67,6 +76,8 @@ class ServeConfig:
     request_timeout_s: float = 30.0
     token: str | None = None
     graceful_timeout_s: float = 30.0
+    read_timeout_s: float = 10.0  # a request's line, headers and body must arrive in this
+    max_connections: int = 1000  # open connections; past it the longest-waiting is closed
 
 
 class _Response:
@@ -147,13 +158,27 @@ async def _read_body(request, limit: int) -> bytes:
             raise ServingError(413, f"request body of {int(length)} bytes is larger than the "
                                f"limit of {limit} bytes (--max-body-bytes)")
     chunks, total = [], 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise ServingError(413, f"request body is larger than the limit of {limit} bytes "
-                               "(--max-body-bytes)")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            total += len(chunk)
+            if total > limit:
+                raise ServingError(413, f"request body is larger than the limit of {limit} "
+                                   "bytes (--max-body-bytes)")
+            chunks.append(chunk)
+    except ClientDisconnect:  # the client left (or was cut off by --read-timeout) mid-body
+        raise bad_request(f"the client disconnected after {total} bytes of the body") from None
     return b"".join(chunks)
+
+
+def check_token(given: str, expected: str) -> bool:
+    """Whether the bearer token ``given`` is ``expected``, compared in constant time (the
+    time taken does not tell how much of a guess was right).
+
+    >>> check_token("s3cret", "s3cret"), check_token("s3creT", "s3cret")
+    (True, False)
+    """
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"),
+                               expected.encode("utf-8", "surrogatepass"))
 
 
 def create_app(config: ServeConfig, registry: ModelRegistry | None = None, printer=print):
@@ -187,9 +212,7 @@ def create_app(config: ServeConfig, registry: ModelRegistry | None = None, print
                                          Depends(bearer)]):
         if token is None:
             return
-        if creds is None or not hmac.compare_digest(
-                creds.credentials.encode("utf-8", "surrogatepass"),
-                token.encode("utf-8")):
+        if creds is None or not check_token(creds.credentials, token):
             raise ServingError(401, "missing or invalid bearer token (send "
                                "'Authorization: Bearer <token>')")
 
@@ -311,6 +334,105 @@ def _loopback(host: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
+def guarded_protocol(read_timeout_s: float, max_connections: int):
+    """uvicorn's h11 protocol with two guards against slow and idle clients (slowloris,
+    connection floods), which uvicorn alone lets hold a connection open for ever:
+
+    * a request's line, headers and body must arrive within ``read_timeout_s`` of its
+      first byte (of the connection, for the first request); else the connection is closed;
+    * past ``max_connections`` open connections, the connection that has waited longest
+      for a request (idle, or still sending one) is closed to make room for the new one.
+
+    >>> cls = guarded_protocol(10.0, 1000)
+    >>> cls.read_timeout_s, cls.max_connections
+    (10.0, 1000)
+    """
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11Protocol(H11Protocol):
+        _read_timer = None
+        _waiting_since = None  # when it began waiting for a request; None while serving one
+
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            self._start_read_timer()
+            if len(self.connections) > self.max_connections:
+                waiting = [c for c in self.connections
+                           if c._waiting_since is not None and not c.transport.is_closing()]
+                min(waiting, key=lambda c: c._waiting_since, default=self).transport.close()
+
+        def connection_lost(self, exc):
+            self._stop_read_timer()
+            super().connection_lost(exc)
+
+        def data_received(self, data):
+            if self._read_timer is None and self.conn.their_state is h11.IDLE:
+                self._start_read_timer()  # the first byte of a request on a kept-alive one
+            super().data_received(data)
+            if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):
+                self._stop_read_timer()  # the whole request is in (or the connection failed)
+
+        def on_response_complete(self):
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE \
+                    and self._read_timer is None:
+                self._waiting_since = time.monotonic()  # idle until the next request
+
+        def _start_read_timer(self):
+            self._waiting_since = time.monotonic()
+            self._read_timer = self.loop.call_later(self.read_timeout_s, self._read_timed_out)
+
+        def _stop_read_timer(self):
+            if self._read_timer is not None:
+                self._read_timer.cancel()
+            self._read_timer = self._waiting_since = None
+
+        def _read_timed_out(self):
+            self._read_timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    GuardedH11Protocol.read_timeout_s = float(read_timeout_s)
+    GuardedH11Protocol.max_connections = int(max_connections)
+    return GuardedH11Protocol
+
+
+def _open_files_limit(wanted: int) -> int:
+    """Raise the soft limit on open files towards ``wanted`` (up to the hard limit); the
+    limit now (``wanted`` where there is no such limit)."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return wanted
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        new = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+        except (ValueError, OSError):
+            pass
+    return wanted if soft == resource.RLIM_INFINITY else soft
+
+
+def uvicorn_config(app, config: ServeConfig):
+    """The ``uvicorn.Config`` the server runs ``app`` with: quiet logs, the h11 protocol
+    with :func:`guarded_protocol`'s read timeout and connection cap (kept under the limit
+    on open files, which it raises when it can)."""
+    import uvicorn
+
+    # open files: the connections, those accepted before the cap closes any (up to a few
+    # times the listen backlog), and the process's own (models, logs, the listening socket)
+    extra = 4 * LISTEN_BACKLOG + 64
+    cap = max(1, min(config.max_connections,
+                     _open_files_limit(config.max_connections + extra) - extra))
+    return uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
+                          access_log=False, lifespan="on", backlog=LISTEN_BACKLOG,
+                          http=guarded_protocol(config.read_timeout_s, cap),
+                          timeout_graceful_shutdown=config.graceful_timeout_s)
+
+
 def run_server(config: ServeConfig, printer=print) -> None:
     """Serve until SIGINT/SIGTERM; in-flight requests finish (up to graceful_timeout_s)."""
     import uvicorn
@@ -321,10 +443,7 @@ def run_server(config: ServeConfig, printer=print) -> None:
         printer(f"serve: WARNING: listening on {config.host}, reachable from other machines"
                 + ("" if config.token else " without a token (--token)"))
     app = create_app(config, printer=printer)
-    uv = uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
-                        access_log=False, lifespan="on",
-                        timeout_graceful_shutdown=config.graceful_timeout_s)
-    server = uvicorn.Server(uv)
+    server = uvicorn.Server(uvicorn_config(app, config))
     printer(f"serve: http://{config.host}:{config.port}/v1/models/… (model base "
             f"{config.model_base})")
     server.run()

@@ -2,8 +2,9 @@
 
 A version is a folder whose name is a non-negative integer and that holds a
 ``saved_model.pb``; the highest one is served. :func:`publish_saved_model` copies an
-exported SavedModel into the layout atomically (copy to a hidden folder, then rename), so a
-server polling the folder never sees a half-written version.
+exported SavedModel into the layout atomically (copy to a hidden folder, load it there to
+check it, then rename), so a server polling the folder never sees a half-written version
+and a SavedModel that does not load is never published.
 
 Example::
 
@@ -54,9 +55,12 @@ def discover_models(model_base) -> list[str]:
                   if p.is_dir() and NAME_RE.match(p.name) and list_versions(p))
 
 
-def publish_saved_model(saved_dir, model_base, name: str, version: int | None = None) -> Path:
+def publish_saved_model(saved_dir, model_base, name: str, version: int | None = None,
+                        check: bool = True) -> Path:
     """Copy the SavedModel ``saved_dir`` to ``model_base/name/version`` (default: the next
-    version number, 1 for a new model) and return that folder. Refuses to overwrite."""
+    version number, 1 for a new model) and return that folder. Refuses to overwrite, and
+    (``check``) to publish a SavedModel that does not load: the copy is loaded as the server
+    would load it before it is renamed into place, so nothing is left behind on failure."""
     check_model_name(name)
     saved_dir = Path(saved_dir)
     if not (saved_dir / "saved_model.pb").is_file():
@@ -76,6 +80,29 @@ def publish_saved_model(saved_dir, model_base, name: str, version: int | None = 
     tmp = model_dir / f".tmp-{version}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    shutil.copytree(saved_dir, tmp)
-    os.replace(tmp, target)
+    try:
+        shutil.copytree(saved_dir, tmp)
+        if check:
+            _check_loads(tmp, saved_dir, name, version)
+        if target.exists():
+            raise KerasSeqError(f"{target} appeared while {saved_dir} was being copied; "
+                                "publish again to take the next version number")
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return target
+
+
+def _check_loads(folder: Path, saved_dir: Path, name: str, version: int) -> None:
+    """Load the SavedModel copied to ``folder`` as the server does, or say why it does not."""
+    from keras_seq.serving.servable import Servable
+
+    try:
+        Servable(name, version, folder)
+    except Exception as err:  # noqa: BLE001 — any failure to load means: do not publish
+        detail = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+        raise KerasSeqError(f"{saved_dir} does not load as a SavedModel ({detail}); nothing "
+                            "was published. Export it again with `keras-seq export "
+                            "saved-model --run-dir RUN --out DIR` (or `export classifier`) and "
+                            "publish the complete folder") from None

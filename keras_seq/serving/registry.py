@@ -1,10 +1,16 @@
 """The models a server holds: for each name, the highest version under
 ``MODEL_BASE/NAME`` (TF Serving's default "latest" version policy), re-scanned every
 ``poll_interval`` seconds so a newly written version is loaded and served without a
-restart (the old one is then unloaded; requests already running on it finish)."""
+restart (the old one is then unloaded; requests already running on it finish).
+
+A version only replaces the one being served once it has loaded: one that fails (broken,
+or half-copied into the model base) is logged and skipped, and the old version stays. A
+version whose files changed since the previous scan is still being written and waits for
+the next scan; a failed one is retried when its files change (the copy finished)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -38,41 +44,62 @@ class ModelRegistry:
         self._thread: threading.Thread | None = None
         for name in self.names or []:
             self._models[name] = _Model(name)
+        self._seen: dict[tuple, tuple] = {}  # (name, version) → its files at the last scan
+        self._failed: dict[tuple, tuple] = {}  # (name, version) → the files that failed
+        self._scans = 0
 
     # -- loading ----------------------------------------------------------------------------
     def scan(self) -> None:
-        """Load the highest version of every model if it is not the one being served."""
+        """Serve the highest version of every model that loads; with none served yet (at
+        start), lower versions are tried in turn. Only the first scan loads versions whose
+        files have not been seen before (later ones wait until the files stop changing)."""
         names = self.names if self.names is not None else discover_models(self.base)
+        settled_only = self._scans > 0
+        self._scans += 1
         for name in names:
             with self._lock:
                 model = self._models.setdefault(name, _Model(name))
-            versions = list_versions(self.base / name)
-            if not versions:
-                continue
-            want = versions[-1]
-            current = model.servable
-            if current is not None and current.version == want:
-                continue
-            if model.states.get(want, {}).get("state") == "END" and \
-                    model.states[want].get("error_code") != "OK":
-                continue  # failed before; not retried until a newer version appears
-            model.states[want] = {"state": "LOADING", "error_code": "OK", "error_message": ""}
-            try:
-                servable = self._loader(name, want, self.base / name / str(want))
-            except Exception as err:  # noqa: BLE001 — reported in the model status
-                model.states[want] = {"state": "END", "error_code": "UNKNOWN",
-                                      "error_message": f"{type(err).__name__}: {err}"[:500]}
-                self._printer(f"serve: could not load {name} version {want}: {err}")
-                continue
-            with self._lock:
-                model.servable = servable
-                model.states[want] = {"state": "AVAILABLE", "error_code": "OK",
-                                      "error_message": ""}
-                if current is not None:
-                    model.states[current.version] = {"state": "END", "error_code": "OK",
-                                                     "error_message": ""}
-            self._printer(f"serve: model {name} version {want} is AVAILABLE"
-                          + (f" (unloaded version {current.version})" if current else ""))
+            for version in reversed(list_versions(self.base / name)):
+                current = model.servable
+                if current is not None and version <= current.version:
+                    break
+                if self._load(model, version, settled_only):
+                    break
+
+    def _load(self, model: _Model, version: int, settled_only: bool) -> bool:
+        """Load ``version`` of ``model`` and serve it; False (logged, and the version being
+        served stays) if its files are still changing or it does not load."""
+        path, key = self.base / model.name / str(version), (model.name, version)
+        files = _files(path)
+        before, self._seen[key] = self._seen.get(key), files
+        if (settled_only and files != before) or self._failed.get(key) == files:
+            return False  # still being written, or failed before with these very files
+        current = model.servable
+        model.states[version] = {"state": "LOADING", "error_code": "OK", "error_message": ""}
+        try:
+            servable = self._loader(model.name, version, path)
+            if _files(path) != files:
+                raise RuntimeError("its files changed while it was loading")
+        except Exception as err:  # noqa: BLE001 — reported in the model status and the log
+            self._failed[key] = files
+            model.states[version] = {"state": "END", "error_code": "UNKNOWN",
+                                     "error_message": f"{type(err).__name__}: {err}"[:500]}
+            self._printer(f"serve: could not load {model.name} version {version} from {path}: "
+                          f"{type(err).__name__}: {str(err)[:300]}; "
+                          + (f"still serving version {current.version}" if current else
+                             "no version of it is served yet")
+                          + " (it is tried again when its files change)")
+            return False
+        with self._lock:
+            model.servable = servable
+            model.states[version] = {"state": "AVAILABLE", "error_code": "OK",
+                                     "error_message": ""}
+            if current is not None:
+                model.states[current.version] = {"state": "END", "error_code": "OK",
+                                                 "error_message": ""}
+        self._printer(f"serve: model {model.name} version {version} is AVAILABLE"
+                      + (f" (unloaded version {current.version})" if current else ""))
+        return True
 
     def start(self) -> None:
         """Load what is there now, then poll in a background thread."""
@@ -133,6 +160,21 @@ class ModelRegistry:
     def servables(self) -> list:
         with self._lock:
             return [m.servable for m in self._models.values() if m.servable is not None]
+
+
+def _files(folder: Path) -> tuple:
+    """``(relative path, size, mtime)`` of every file under ``folder``: it changes while
+    the folder is being written."""
+    found = []
+    for root, _, names in os.walk(folder):
+        for name in names:
+            try:
+                st = os.stat(os.path.join(root, name))
+            except OSError:  # removed while we looked
+                continue
+            found.append((os.path.relpath(os.path.join(root, name), folder), st.st_size,
+                          st.st_mtime_ns))
+    return tuple(sorted(found))
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.05) -> bool:
