@@ -13,6 +13,7 @@ import argparse
 import importlib
 import os
 import pkgutil
+import re
 import sys
 
 from keras_seq import __version__
@@ -26,8 +27,49 @@ def _command_modules():
             yield info.name, importlib.import_module(f"keras_seq.commands.{info.name}")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser with one-line errors (``keras-seq: error: …``, exit status 2) that
+    name the nearest match when a sub-command, a choice or a flag is misspelt
+    (``keras-seq trian`` → did you mean 'train'?). Sub-parsers are of this class."""
+
+    def error(self, message):
+        # "argument --bptt: must be ≥ 1 (got 0)" → "--bptt must be ≥ 1 (got 0)"
+        message = re.sub(r"^argument (--[\w-]+)(?:/\S+)?: (must be )", r"\1 \2", message)
+        hint = "" if "choose from" in message else f" (`{self.prog} --help` lists what it takes)"
+        self.exit(2, f"keras-seq: error: {_one_line(message)}{hint}\n")
+
+    def _check_value(self, action, value):
+        if action.choices is not None and value not in action.choices:
+            from keras_seq.commands._common import did_you_mean
+
+            choices = ", ".join(map(repr, action.choices))
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}"
+                                         f"{did_you_mean(value, action.choices)} (choose from "
+                                         f"{choices})")
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if not hasattr(namespace, "_keras_seq_parser"):  # the innermost sub-parser wins
+            namespace._keras_seq_parser = self
+        return namespace, extras
+
+    def parse_args(self, args=None, namespace=None):
+        from keras_seq.commands._common import did_you_mean
+
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            inner = getattr(namespace, "_keras_seq_parser", self)
+            flags = list(inner._option_string_actions)
+            shown = [f"{arg}{did_you_mean(arg.split('=')[0], flags)}"
+                     if arg.startswith("--") else arg for arg in extras]
+            inner.error(f"unrecognized arguments: {' '.join(shown)}")
+        return namespace
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from keras_seq.commands._common import check_flags
+
+    parser = Parser(
         prog="keras-seq",
         description="Recurrent sequence models on TensorFlow/Keras: data, n-grams, "
         "RNN/GRU/LSTM language models, attention, export and streaming.",
@@ -42,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=lambda args: bench.print_help() or 2)
     for name, module in _command_modules():
         module.register(bench_sub if name.startswith("bench_") else subparsers)
-    return parser
+    return check_flags(parser)
 
 
 def _preselect_backend(argv: list[str]) -> str | None:
@@ -61,8 +103,17 @@ def _preselect_backend(argv: list[str]) -> str | None:
     except KerasSeqError as err:
         if "--debug" in argv:
             raise
-        return str(err)
+        from keras_seq.backend import BACKENDS
+        from keras_seq.commands._common import did_you_mean
+
+        return str(err) + ("" if name in BACKENDS else did_you_mean(name, BACKENDS))
     return None
+
+
+def _one_line(err) -> str:
+    """``err`` as one line (a message that spans lines is joined with spaces)."""
+    return " ".join(line.strip() for line in str(err).splitlines() if line.strip()) or \
+        type(err).__name__
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,11 +124,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"keras-seq: error: {problem}", file=sys.stderr)
         return 2
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # --help and --version exit 0; a usage error was printed
+        if stop.code == 2:
+            return 2
+        raise
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
+        from keras_seq.commands._common import check_corpus_arg
+
+        check_corpus_arg(args)
         result = args.func(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -87,8 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, ImportError, RuntimeError) as err:  # user-facing errors
         if args.debug:
             raise
-        print(f"keras-seq: error: {err}", file=sys.stderr)
+        print(f"keras-seq: error: {_one_line(err)}", file=sys.stderr)
         return 2
+    except Exception as err:  # a bug: still one line, the traceback behind --debug
+        if args.debug:
+            raise
+        print(f"keras-seq: error: unexpected {type(err).__name__}: {_one_line(err)} (a bug in "
+              "keras-seq; `keras-seq --debug …` shows the traceback)", file=sys.stderr)
+        return 1
     return int(result or 0)
 
 

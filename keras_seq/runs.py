@@ -160,12 +160,12 @@ def read_run_config(run_dir: str | Path, kind: str | None = None) -> dict:
     path = run_dir / CONFIG
     wanted = f"`keras-seq train {kind}`" if kind else "`keras-seq train …`"
     fix = f"pass the --run-dir of a {wanted} run"
-    if not run_dir.exists():
-        raise KerasSeqError(f"{run_dir} does not exist; {fix}")
-    if not run_dir.is_dir():
-        raise KerasSeqError(f"{run_dir} is a file, not a run directory; {fix}")
     if not path.is_file():
-        if (run_dir / "saved_model.pb").is_file():
+        if not run_dir.exists():
+            what = "does not exist"
+        elif not run_dir.is_dir():
+            what = "is a file"
+        elif (run_dir / "saved_model.pb").is_file():
             what = "holds a SavedModel (an export), not a training run"
         elif any(run_dir.glob("*.tflite")):
             what = "holds TFLite exports, not a training run"

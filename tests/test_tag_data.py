@@ -150,7 +150,7 @@ def test_conll_task_with_three_files_and_unseen_tags(tmp_path):
 
 def test_conllu_task_and_bad_specs(tmp_path):
     path = _write(tmp_path, "ud.conllu", CONLLU * 3)
-    data = make_tagging_task(f"conllu:{path}", split_ratio="1/1/1")
+    data = make_tagging_task(f"conllu:{path}", split_ratio="34/33/33")
     assert sum(len(s) for s in data.splits.values()) == 6
     assert data.scheme == "plain"
     with pytest.raises(DataError, match="unknown tagging task 'pos'"):

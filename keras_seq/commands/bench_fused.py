@@ -20,6 +20,9 @@ def register(subparsers) -> None:
 def cmd_fused(args) -> int:
     import json
 
+    from keras_seq.commands._common import check_run_arg
+
+    check_run_arg(args.run_dir, "lm")
     from keras_seq.benchmarks.fused import format_report, run_fused_benchmark
 
     for flag, value in (("--seq-length", args.seq_length), ("--tokens", args.tokens),

@@ -4,11 +4,20 @@ without its condition)."""
 
 from __future__ import annotations
 
-from keras_seq.commands._common import add_json_arg, print_json
+from keras_seq.commands._common import (
+    FLAG_RANGES,
+    add_json_arg,
+    comma_list,
+    number,
+    print_json,
+)
 
 
 def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+SEEDS = comma_list(kind=number(int, FLAG_RANGES["seed"]))  # "1,2,3", each a valid --seed
 
 
 def register(subparsers) -> None:
@@ -17,9 +26,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("classify", help="seed 004's table: LSTM 128/512, BiLSTM and "
                               "attention pooling on reviews-negation, accuracy per distance")
     p.add_argument("--out", default="runs/bench-classify")
-    p.add_argument("--models", default=",".join(CLASSIFIERS),
+    p.add_argument("--models", default=",".join(CLASSIFIERS), type=comma_list(tuple(CLASSIFIERS)),
                    help=f"comma-separated, from {', '.join(CLASSIFIERS)}")
-    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--seeds", default="1,2,3", type=SEEDS)
     p.add_argument("--minutes", type=float, default=3.0, help="training budget per run")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--hard", action="store_true", help="the variant word counts cannot solve")
@@ -32,7 +41,7 @@ def register(subparsers) -> None:
                               "parameters on restore-punct")
     p.add_argument("--out", default="runs/bench-tag")
     p.add_argument("--units", type=int, default=64, help="units per direction of the BiLSTM")
-    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--seeds", default="1,2,3", type=SEEDS)
     p.add_argument("--minutes", type=float, default=3.0)
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--task", default="restore-punct")
@@ -42,7 +51,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("conditioned", help="the same LM with and without its condition "
                               "(python-docs-topics): PPL over seeds")
     p.add_argument("--out", default="runs/bench-conditioned")
-    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--seeds", default="1,2,3", type=SEEDS)
     p.add_argument("--minutes", type=float, default=None, help="optional cap per run")
     p.add_argument("--epochs", type=int, default=8, help="epochs per run (equal for both)")
     p.add_argument("--task", default="python-docs-topics",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from keras_seq.commands._common import add_json_arg, print_json
+from keras_seq.commands._common import add_json_arg, comma_list, print_json
 from keras_seq.commands.bench_cells import add_backend_args
 from keras_seq.commands.lm import add_lr_decay_args, add_regularizer_args
 
@@ -24,6 +24,7 @@ def register(subparsers) -> None:
     p.add_argument("--min-count", type=int, default=2,
                    help="word vocabulary cut-off; 2 puts <unk> in training (1 leaves it unseen)")
     p.add_argument("--cells", default="nplm,rnn,gru,lstm",
+                   type=comma_list(("nplm", "rnn", "gru", "lstm")),
                    help="comma-separated: nplm (feed-forward), rnn, gru, lstm")
     p.add_argument("--nplm-context", type=int, default=4, help="tokens the nplm row reads")
     p.add_argument("--nplm-orders", default="",
@@ -63,6 +64,7 @@ def register(subparsers) -> None:
     scaling = p.add_argument_group(
         "scaling", "--strategy: tokens/s of `train lm` on tf.distribute (TensorFlow)")
     scaling.add_argument("--strategy", default=None, metavar="LIST",
+                         type=comma_list(("one", "mirrored", "multi-worker")),
                          help="comma list of one, mirrored, multi-worker: time `train lm` "
                               "on one device, 2 replicas, 1 and 2 localhost workers")
     scaling.add_argument("--rounds", type=int, default=2,

@@ -31,6 +31,10 @@ def cmd_bench_serve(args) -> int:
     import json
     import sys
 
+    from keras_seq.commands._common import check_run_arg
+
+    if args.run_dir:
+        check_run_arg(args.run_dir, "lm")
     from keras_seq.benchmarks.serve import format_report, run_serve_benchmark
 
     if not 0 < args.seconds <= 3600:

@@ -25,6 +25,9 @@ def register(subparsers) -> None:
 def cmd_streaming(args) -> int:
     import json
 
+    from keras_seq.commands._common import check_run_arg
+
+    check_run_arg(args.run_dir, "lm")
     from keras_seq.benchmarks.streaming import format_report, plot_report, run_streaming_benchmark
 
     if args.tokens < 1:

@@ -3,19 +3,21 @@ and TFLite variants (``classifier --tflite``: the streaming step model)."""
 
 from __future__ import annotations
 
-from keras_seq.commands._common import add_json_arg, print_json
+from keras_seq.commands._common import add_json_arg, check_run_arg, print_json
 
 _VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
 _GRAPHS = ("step", "step_fused", "sequence", "sequence_fused")
 _STEP_VARIANTS = ("float32", "float16", "dynamic")
 
 
-def _needs_tensorflow(command):
-    """``command`` after checking that TensorFlow is installed and is Keras's backend
-    (export traces TensorFlow graphs; a run trained under any backend loads there)."""
+def _needs_tensorflow(command, kind: str):
+    """``command`` after checking that ``--run-dir`` holds a ``kind`` run and that
+    TensorFlow is installed and is Keras's backend (export traces TensorFlow graphs; a run
+    trained under any backend loads there)."""
     def run(args):
         from keras_seq.backend import require_tensorflow_backend
 
+        check_run_arg(args.run_dir, kind)
         require_tensorflow_backend("export")
         return command(args)
     return run
@@ -32,7 +34,7 @@ def register(subparsers) -> None:
                        "step serving signatures (raw text in)")
     p.add_argument("--run-dir", required=True, help="a `keras-seq train lm` run directory")
     p.add_argument("--out", required=True, help="SavedModel folder to write")
-    p.set_defaults(func=_needs_tensorflow(cmd_saved_model))
+    p.set_defaults(func=_needs_tensorflow(cmd_saved_model, "lm"))
 
     p = sub.add_parser("tflite", help="streaming step models (+ fused LSTM) and scoring "
                        "models in float32/float16/dynamic/int8/int16x8, with parity checks")
@@ -46,13 +48,13 @@ def register(subparsers) -> None:
                    help="training tokens that calibrate int8/int16x8")
     p.add_argument("--no-parity", action="store_true", help="skip the Keras comparison")
     add_json_arg(p)
-    p.set_defaults(func=_needs_tensorflow(cmd_tflite))
+    p.set_defaults(func=_needs_tensorflow(cmd_tflite, "lm"))
 
     p = sub.add_parser("seq2seq", help="a seq2seq run as a SavedModel whose serving_default "
                        "signature maps strings to strings (greedy)")
     p.add_argument("--run-dir", required=True, help="a `keras-seq train seq2seq` run directory")
     p.add_argument("--out", required=True, help="SavedModel folder to write")
-    p.set_defaults(func=_needs_tensorflow(cmd_seq2seq))
+    p.set_defaults(func=_needs_tensorflow(cmd_seq2seq, "seq2seq"))
 
     p = sub.add_parser("classifier", help="a classify run as a SavedModel whose classify / "
                        "serving_default signature maps texts to labels sorted by score "
@@ -69,13 +71,13 @@ def register(subparsers) -> None:
     p.add_argument("--no-parity", action="store_true",
                    help="skip the TFLite-vs-Keras comparison")
     add_json_arg(p)
-    p.set_defaults(func=_needs_tensorflow(cmd_classifier))
+    p.set_defaults(func=_needs_tensorflow(cmd_classifier, "classify"))
 
     p = sub.add_parser("tagger", help="a tag run as a SavedModel whose tag / serving_default "
                        "signature maps whitespace-separated words to one tag each")
     p.add_argument("--run-dir", required=True, help="a `keras-seq train tag` run directory")
     p.add_argument("--out", required=True, help="SavedModel folder to write")
-    p.set_defaults(func=_needs_tensorflow(cmd_tagger))
+    p.set_defaults(func=_needs_tensorflow(cmd_tagger, "tag"))
 
 
 def cmd_classifier(args) -> int:

@@ -10,6 +10,9 @@ from keras_seq.commands._common import (
     add_data_args,
     add_json_arg,
     add_tokenizer_args,
+    check_run_arg,
+    check_tokenizer_options,
+    check_train_dir,
     config_overrides,
     group_parser,
     print_json,
@@ -145,7 +148,19 @@ def register(subparsers) -> None:
     p.set_defaults(func=run_compare)
 
 
+def check_config(config: LMConfig) -> LMConfig:
+    """Refuse a bad config before any work: the config's own checks, then the tokenizer
+    options (the corpus is read only after both pass)."""
+    config.validate()
+    check_tokenizer_options(config.tokenizer, max_vocab=config.max_vocab,
+                            min_count=config.min_count, vocab_size=config.vocab_size,
+                            lower=config.lower)
+    return config
+
+
 def run_train(args) -> int:
+    check_train_dir(args.run_dir)
+    check_config(config_from_args(args))
     use_backend(args)
     from keras_seq.tasks.lm.task import format_results, train_lm
 
@@ -157,6 +172,7 @@ def run_train(args) -> int:
 
 
 def run_eval(args) -> int:
+    check_run_arg(args.run_dir, "lm")
     from keras_seq.tasks.lm.evaluation import evaluate_run
 
     result = evaluate_run(args.run_dir, args.split)
@@ -171,10 +187,12 @@ def run_eval(args) -> int:
 
 
 def run_generate(args) -> int:
-    from keras_seq.runs import read_run_config
     from keras_seq.sampling import make_sampler
 
-    if read_run_config(args.run_dir).get("kind") == "conditioned":
+    kind = check_run_arg(args.run_dir, "lm", "conditioned", command="generate",
+                         hint=" (use translate for seq2seq runs, predict for classify and tag "
+                         "runs)")
+    if kind == "conditioned":
         return _generate_conditioned(args, make_sampler(args.sampler, args.temperature,
                                                         args.top_k, args.top_p))
     from keras_seq.tasks.lm.evaluation import generate_tokens, load_run, stream_to_stdout
@@ -228,6 +246,8 @@ def _evaluate_ngram_like(arpa_path: str, run_dir: str, split: str):
 def run_compare(args) -> int:
     from keras_seq.commands._common import print_table
     from keras_seq.metrics import check_comparable
+    for run in args.runs:
+        check_run_arg(run, "lm")
     from keras_seq.tasks.lm.evaluation import evaluate_run
 
     results = [evaluate_run(run, args.split) for run in args.runs]

@@ -10,7 +10,7 @@ import math
 import sys
 import time
 
-from keras_seq.commands._common import add_data_args
+from keras_seq.commands._common import add_data_args, check_tokenizer_options
 
 
 def register(subparsers) -> None:
@@ -24,7 +24,8 @@ def register(subparsers) -> None:
         add_data_args(p, default=None)
 
     def vocab_args(p):
-        p.add_argument("--tokenizer", default="word", help="only 'word' for n-grams")
+        p.add_argument("--tokenizer", default="word", choices=("word",),
+                       help="only 'word' for n-grams")
         p.add_argument("--max-vocab", type=int, default=None)
         p.add_argument("--min-count", type=int, default=1)
 
@@ -86,6 +87,7 @@ def cmd_train(args) -> int:
     from keras_seq.ngram.kneser_ney import kneser_ney
 
     order = check_order(args.order)
+    check_tokenizer_options("word", max_vocab=args.max_vocab, min_count=args.min_count)
     start = time.perf_counter()
     data = load_tokenized(args.data, tokenizer=args.tokenizer, max_vocab=args.max_vocab,
                           min_count=args.min_count, split=args.split_ratio,
@@ -169,6 +171,7 @@ def cmd_sparsity(args) -> int:
     from keras_seq.ngram.data import load_tokenized
 
     check_order(args.max_order)
+    check_tokenizer_options("word", max_vocab=args.max_vocab, min_count=args.min_count)
     data = load_tokenized(args.data, tokenizer=args.tokenizer, max_vocab=args.max_vocab,
                           min_count=args.min_count, split=args.split_ratio,
                           data_dir=args.data_dir)

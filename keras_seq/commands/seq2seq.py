@@ -9,6 +9,11 @@ import sys
 from keras_seq.commands._common import (
     add_backend_args,
     add_json_arg,
+    check_run_arg,
+    check_shared_fields,
+    check_task_name,
+    check_tokenizer_options,
+    check_train_dir,
     config_overrides,
     group_parser,
     print_json,
@@ -105,7 +110,25 @@ def register(subparsers) -> None:
     p.set_defaults(func=run_translate)
 
 
+def check_args(args) -> None:
+    """Refuse bad flags before any work: a misspelt task, the fields every training config
+    shares (Seq2SeqConfig lives with the TensorFlow code, so the whole config is checked
+    by the trainer once Keras is loaded, still before any pair is made) and the tokenizer
+    options."""
+    task = args.task or "dates"
+    check_task_name("seq2seq task", task, ("dates", "reverse", "copy", "anki-spa-eng"),
+                    ("tsv:",))
+    check_shared_fields(args, "seq2seq")
+    kind = args.tokenizer or "char"
+    options = {"max_vocab": args.max_vocab}
+    if kind == "subword":  # as train_seq2seq fits it
+        options = {"vocab_size": args.max_vocab or 8000}
+    check_tokenizer_options(kind, **options)
+
+
 def run_train(args) -> int:
+    check_train_dir(args.run_dir)
+    check_args(args)
     use_backend(args)
     from keras_seq.tasks.seq2seq.training import format_results, train_seq2seq
 
@@ -123,6 +146,7 @@ def run_train(args) -> int:
 
 
 def run_eval(args) -> int:
+    check_run_arg(args.run_dir, "seq2seq")
     from keras_seq.tasks.seq2seq.training import evaluate_run
 
     result = evaluate_run(args.run_dir, args.split, beam=args.beam,
@@ -149,6 +173,7 @@ def run_eval(args) -> int:
 
 
 def run_translate(args) -> int:
+    check_run_arg(args.run_dir, "seq2seq")
     from keras_seq.tasks.seq2seq.decoding import translate
     from keras_seq.tasks.seq2seq.training import load_run
 

@@ -15,6 +15,10 @@ from keras_seq.commands._common import (
     add_backend_args,
     add_config_args,
     add_json_arg,
+    check_run_arg,
+    check_task_name,
+    check_tokenizer_options,
+    check_train_dir,
     config_overrides,
     group_parser,
     print_json,
@@ -75,11 +79,37 @@ def register(subparsers) -> None:
     p.set_defaults(func=run_predict)
 
 
+# kind: (known task names, task prefixes): a near miss of one is refused before any work
+TASK_NAMES = {
+    "classify": (("reviews-negation",), ("tsv:",)),
+    "tag": (("restore-punct",), ("restore-punct:", "conll:", "conllu:")),
+    "conditioned": (("python-docs-topics", "shapes"), ("tsv:",)),
+}
+
+
+def check_config(config):
+    """Refuse a bad config before any work: a misspelt task, the config's own checks, the
+    split (classify: three shares) and the word tokenizer's options."""
+    names, prefixes = TASK_NAMES[config.kind]
+    check_task_name(f"{config.kind} task", config.task, names, prefixes)
+    config.validate()
+    if config.kind == "classify":
+        from keras_seq.tasks.classify.data import parse_split_ratio
+
+        parse_split_ratio(config.split_ratio)
+    check_tokenizer_options("word", max_vocab=config.max_vocab, min_count=config.min_count,
+                            lower=getattr(config, "lower", None))
+    return config
+
+
 def run_train(args) -> int:
+    check_train_dir(args.run_dir)
+    config_cls = TASKS[args.kind][0]
+    check_config(config_cls.from_dict(config_overrides(args, config_cls,
+                                                       config_cls().to_dict())))
     use_backend(args)
     from keras_seq.training.trainer import format_results, train
 
-    config_cls = TASKS[args.kind][0]
     config = config_cls.from_dict(config_overrides(args, config_cls, config_cls().to_dict()))
     config.validate()
     task = _module(args.kind).TASK
@@ -100,6 +130,7 @@ def _public(result: dict) -> dict:
 
 
 def run_eval(args) -> int:
+    check_run_arg(args.run_dir, args.kind)
     result = _module(args.kind).evaluate_run(args.run_dir, args.split)
     if args.json:
         print_json(_public(result))
@@ -134,13 +165,10 @@ def run_eval(args) -> int:
 
 def run_predict(args) -> int:
     from keras_seq.errors import KerasSeqError
-    from keras_seq.runs import read_run_config
 
-    kind = read_run_config(args.run_dir).get("kind")
-    if kind not in PREDICTS:
-        raise KerasSeqError(f"{args.run_dir} holds a `keras-seq train {kind}` run; predict "
-                            "takes a classify or tag run (use generate for lm and "
-                            "conditioned runs, translate for seq2seq runs)")
+    kind = check_run_arg(args.run_dir, *PREDICTS, command="predict",
+                         hint=" (use generate for lm and conditioned runs, translate for "
+                         "seq2seq runs)")
     if args.top < 1:
         raise KerasSeqError(f"--top must be ≥ 1, got {args.top}")
     texts = args.text or [line.rstrip("\n") for line in sys.stdin if line.strip()]

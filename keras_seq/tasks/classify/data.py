@@ -29,6 +29,7 @@ import hashlib
 import json
 import math
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -200,17 +201,16 @@ def load_tsv(path, text_col: int = 0, label_col: int = 1,
 
 
 def parse_split_ratio(ratio) -> tuple[float, float, float]:
-    """``"80/10/10"`` (or a 3-tuple) → train/val/test shares summing to 1."""
-    parts = ratio.split("/") if isinstance(ratio, str) else list(ratio)
-    try:
-        values = [float(p) for p in parts]
-    except (TypeError, ValueError):
-        values = []
-    if len(values) != 3 or min(values) < 0 or values[0] <= 0:
-        raise DataError(f"received split_ratio={ratio!r}; expected three non-negative numbers "
-                        "train/val/test with train > 0, e.g. '80/10/10'")
-    total = sum(values)
-    return values[0] / total, values[1] / total, values[2] / total
+    """``"80/10/10"`` (or a 3-tuple) → train/val/test shares summing to 1, by the corpus
+    rule (:func:`keras_seq.data.corpus.parse_split`: percentages summing to 100 or
+    fractions summing to 1), with all three parts given."""
+    from keras_seq.data.corpus import parse_split
+
+    spec = ratio if isinstance(ratio, str) else "/".join(str(v) for v in ratio)
+    if len([p for p in re.split(r"[/,:]", spec) if p.strip()]) != 3:
+        raise DataError(f"received split_ratio={ratio!r}; expected three shares "
+                        "train/val/test, e.g. '80/10/10'")
+    return parse_split(spec)
 
 
 def split_rows(rows, seed: int = 0, ratio="80/10/10") -> dict[str, list]:
