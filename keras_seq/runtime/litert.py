@@ -11,10 +11,14 @@ Example::
     lm.suggest(3)                                    # [("is", 0.12), ...]
     ids, micros = lm.generate("import the", 20, TopKSampler(10), seed=0)
 
-The metadata written by :mod:`keras_seq.export.tflite` (``model.json`` next to
-``model.tflite``) is checked on load: its hash must match the ``.tflite`` (so another
-model's file is refused), the tokenizer's fingerprint must match the model's, and the
-interpreter's signature must have the inputs and outputs the metadata lists.
+Loading reads the ``.tflite`` once and checks those bytes before the interpreter sees
+them: :func:`~keras_seq.runtime.flatbuffer_check.check_tflite` refuses a truncated or
+corrupt file (LiteRT would segfault on some), then the metadata written by
+:mod:`keras_seq.export.tflite` (``model.json`` next to ``model.tflite``) must match: its
+hash (so another model's file is refused), its operators, signature, inputs and outputs
+(names, shapes, types), and the tokenizer's fingerprint. The interpreter gets exactly the
+checked bytes; its own errors, and NaN or infinite outputs at any step, are raised as
+:class:`~keras_seq.errors.KerasSeqError` naming the file.
 """
 
 from __future__ import annotations
@@ -26,8 +30,15 @@ import numpy as np
 
 from keras_seq.data.tokenizers import EOS, load_tokenizer
 from keras_seq.errors import KerasSeqError
+from keras_seq.runtime.flatbuffer_check import check_tflite, read_model_file
 from keras_seq.runtime.metadata import read_metadata
 from keras_seq.sampling import Sampler, TopKSampler, special_ids, without_ids
+
+
+def _first_line(err: Exception) -> str:
+    """The first line of an interpreter error (LiteRT's run on, node after node)."""
+    text = str(err).strip()
+    return text.splitlines()[0][:300].rstrip(".") if text else type(err).__name__
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -59,21 +70,52 @@ class LiteRTLM:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
         self.path = Path(model_path)
-        self.meta = read_metadata(self.path)
+        # Read the file once, check its structure in Python, then hand LiteRT exactly the
+        # bytes that were checked and hashed: a corrupt file never reaches the interpreter.
+        data = read_model_file(self.path)
+        summary = check_tflite(data, self.path.name)
+        self.meta = read_metadata(self.path, data)
         self.tokenizer = self._load_tokenizer(tokenizer)
         self.graph = self.meta["graph"]
         self.state_names = list(self.meta.get("state_names", []))
         self.vocab_size = int(self.meta["vocab_size"])
+        signature = self.meta["signature"]
+        self._check_against_metadata(summary, signature)
         kwargs = {}
         if not xnnpack or "WHILE" in self.meta.get("ops", []):
             # XNNPACK cannot reshape the tensors inside a WHILE body ("failed to reshape
             # runtime"): run such models on the builtin kernels.
             kwargs["experimental_op_resolver_type"] = \
                 OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-        self.interpreter = Interpreter(model_path=str(self.path), num_threads=num_threads,
-                                       **kwargs)
-        signature = self.meta["signature"]
-        signatures = self.interpreter.get_signature_list()
+        try:
+            self.interpreter = Interpreter(model_content=data, num_threads=num_threads,
+                                           **kwargs)
+            self.interpreter.allocate_tensors()
+            runner = self.interpreter.get_signature_runner(signature)
+            inputs, outputs = runner.get_input_details(), runner.get_output_details()
+        except (RuntimeError, ValueError) as err:
+            raise KerasSeqError(
+                f"LiteRT cannot load {self.path.name}: {_first_line(err)}. The file passed "
+                "keras-seq's checks but is damaged or was written for another runtime; "
+                "re-export it with `keras-seq export tflite`") from None
+        del runner
+        self._check_io(inputs, outputs)
+        self._in = {k: int(d["index"]) for k, d in inputs.items()}
+        self._out = {k: int(d["index"]) for k, d in outputs.items()}
+        self._in_shape = {k: tuple(int(x) for x in d["shape"]) for k, d in inputs.items()}
+        self.reset()
+
+    # -- loading ----------------------------------------------------------------------
+    def _check_against_metadata(self, summary, signature: str) -> None:
+        """The metadata's operators, signature, inputs and outputs must be the file's (read
+        from the checked flatbuffer, before the interpreter sees it)."""
+        ops = self.meta.get("ops")
+        if ops is not None and sorted(ops) != summary.ops:
+            raise KerasSeqError(
+                f"{self.path.name} runs operators {summary.ops}, its metadata lists "
+                f"{sorted(ops)}: the file was damaged after export, or the .json belongs to "
+                "another model. Re-export it with `keras-seq export tflite`")
+        signatures = summary.signatures
         if signature not in signatures:
             raise KerasSeqError(
                 f"{self.path.name} has signatures {sorted(signatures)}, its metadata expects "
@@ -85,16 +127,31 @@ class LiteRTLM:
                 f"{self.path.name}: signature inputs {listed['inputs']} / outputs "
                 f"{listed['outputs']} differ from the metadata's {self.meta['inputs']} / "
                 f"{self.meta['outputs']}; re-export the model")
-        self.interpreter.allocate_tensors()
-        runner = self.interpreter.get_signature_runner(signature)
-        inputs, outputs = runner.get_input_details(), runner.get_output_details()
-        del runner
-        self._in = {k: int(d["index"]) for k, d in inputs.items()}
-        self._out = {k: int(d["index"]) for k, d in outputs.items()}
-        self._in_shape = {k: tuple(int(x) for x in d["shape"]) for k, d in inputs.items()}
-        self.reset()
 
-    # -- loading ----------------------------------------------------------------------
+    def _check_io(self, inputs: dict, outputs: dict) -> None:
+        """Shapes and types of the signature's tensors must be the ones the metadata
+        describes (a damaged shape would fail later, on the first token)."""
+        batch, length = int(self.meta.get("batch", 1)), int(self.meta.get("length", 1))
+        step = self.graph.startswith("step")
+        lead = (batch,) if step else (batch, length)
+        states = {n: (tuple(shape), np.float32)
+                  for n, shape in self.meta.get("state_shapes", {}).items()}
+        wanted_in = {**states, ("token" if step else "tokens"): (lead, np.int32)}
+        wanted_out = {**states, "logits": (lead + (self.vocab_size,), np.float32),
+                      "scores": (lead + (len(self.meta.get("labels", [])),), np.float32)}
+        for side, details, wanted in (("input", inputs, wanted_in),
+                                      ("output", outputs, wanted_out)):
+            for name, detail in details.items():
+                if name not in wanted:
+                    continue
+                shape, dtype = tuple(int(x) for x in detail["shape"]), np.dtype(detail["dtype"])
+                if (shape, dtype) != (wanted[name][0], np.dtype(wanted[name][1])):
+                    raise KerasSeqError(
+                        f"{self.path.name}: {side} {name!r} is {dtype.name} {list(shape)}, the "
+                        f"metadata describes {np.dtype(wanted[name][1]).name} "
+                        f"{list(wanted[name][0])}: the file is damaged or the .json belongs "
+                        "to another model. Re-export it with `keras-seq export tflite`")
+
     def _load_tokenizer(self, tokenizer):
         if tokenizer is None or isinstance(tokenizer, (str, Path)):
             path = Path(tokenizer) if tokenizer is not None else \
@@ -139,11 +196,29 @@ class LiteRTLM:
         interp.set_tensor(self._in["token"], np.array([token_id], np.int32))
         for name in self.state_names:
             interp.set_tensor(self._in[name], self.states[name])
-        interp.invoke()
+        self._invoke()
         for name in self.state_names:
             self.states[name] = interp.get_tensor(self._out[name])
         self.history.append(int(token_id))
-        return interp.get_tensor(self._out[output])[0]
+        return self._finite(interp.get_tensor(self._out[output])[0], output)
+
+    def _invoke(self) -> None:
+        try:
+            self.interpreter.invoke()
+        except RuntimeError as err:
+            raise KerasSeqError(f"LiteRT failed to run {self.path.name}: {_first_line(err)}; "
+                                "re-export the model with `keras-seq export tflite`") from None
+
+    def _finite(self, values: np.ndarray, output: str) -> np.ndarray:
+        """``values``, after checking the model did not produce NaN or infinity (what a
+        damaged weight does, silently, to every later step)."""
+        if not np.isfinite(values).all():
+            raise KerasSeqError(
+                f"{self.path.name} produced {np.isnan(values).sum()} NaN and "
+                f"{np.isinf(values).sum()} infinite {output} values: its weights are damaged "
+                "or overflow. Re-export the model with `keras-seq export tflite` (a float32 "
+                "variant if a quantized one overflows)")
+        return values
 
     def start_id(self) -> int:
         """The id a stream starts from: ``<eos>`` (a line boundary) or ``"\\n"`` for char."""
@@ -262,10 +337,11 @@ class LiteRTLM:
             interp.set_tensor(self._in["tokens"], window)
             for name in self.state_names:
                 interp.set_tensor(self._in[name], self.states[name])
-            interp.invoke()
+            self._invoke()
             for name in self.state_names:
                 self.states[name] = interp.get_tensor(self._out[name])
-            logits = interp.get_tensor(self._out["logits"])[0, :len(chunk)]
+            logits = self._finite(interp.get_tensor(self._out["logits"])[0, :len(chunk)],
+                                  "logits")
             z = logits.astype(np.float64)
             z = z - z.max(-1, keepdims=True)
             logp = z - np.log(np.exp(z).sum(-1, keepdims=True))

@@ -50,10 +50,14 @@ def write_metadata(model_path: str | Path, meta: dict) -> Path:
     return target
 
 
-def read_metadata(model_path: str | Path) -> dict:
-    """The metadata of ``model_path``, after checking it describes exactly that file."""
+def read_metadata(model_path: str | Path, data: bytes | None = None) -> dict:
+    """The metadata of ``model_path``, after checking it describes exactly that file.
+
+    ``data``: the file's bytes when the caller has read them already (the runtime checks
+    and loads those very bytes, so the hash is of what the interpreter gets).
+    """
     model_path = Path(model_path)
-    if not model_path.is_file():
+    if data is None and not model_path.is_file():
         raise KerasSeqError(f"no model at {model_path}; pass the .tflite written by "
                             "`keras-seq export tflite` (or `keras-seq pipeline`)")
     target = metadata_path(model_path)
@@ -64,15 +68,16 @@ def read_metadata(model_path: str | Path) -> dict:
             "tflite`, which writes both")
     try:
         meta = json.loads(target.read_text())
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise KerasSeqError(f"{target} is not valid JSON ({err}); re-export the model") from None
-    if meta.get("format") != FORMAT:
-        raise KerasSeqError(f"{target} is not keras-seq TFLite metadata (format "
-                            f"{meta.get('format')!r}, expected {FORMAT!r})")
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise KerasSeqError(f"{target} is not keras-seq TFLite metadata (format {found!r}, "
+                            f"expected {FORMAT!r})")
     if meta.get("graph") not in GRAPHS:
         raise KerasSeqError(f"{target} names graph {meta.get('graph')!r}; expected one of "
                             f"{', '.join(GRAPHS)}")
-    actual = file_sha256(model_path)
+    actual = hashlib.sha256(data).hexdigest() if data is not None else file_sha256(model_path)
     if meta.get("tflite_sha256") != actual:
         raise KerasSeqError(
             f"{model_path.name} does not match its metadata {target.name}: the file hashes to "
