@@ -19,7 +19,7 @@ ARGS = ["--data", "python-docs", "--tokenizer", "char", "--cell", "lstm", "--uni
 # replicas; 24 validation pairs split evenly.
 S2S_ARGS = ["--task", "reverse", "--train-size", "99", "--val-size", "24", "--test-size", "8",
             "--max-len", "8", "--units", "16", "--embed-dim", "8", "--batch-size", "8",
-            "--epochs", "2", "--eval-size", "4", "--lr", "0.01", "--dropout", "0",
+            "--eval-size", "4", "--lr", "0.01", "--dropout", "0",
             "--quiet"]
 KERAS_SEQ = [sys.executable, "-m", "keras_seq.cli"]
 
@@ -140,6 +140,7 @@ def _epochs_done(run_dir):
         return 0
 
 
+@pytest.mark.slow  # its fast versions: the mirrored test, and the kill test's final check
 def test_two_workers_equal_one_device(single, tmp_path):
     _finish(_start_workers(tmp_path, ["--epochs", 3, "--max-steps-per-epoch", 24]))
     for index in range(2):
@@ -170,35 +171,32 @@ def test_killed_worker_resumes_to_the_same_weights(single, tmp_path):
         _same_run(tmp_path / f"w{index}", single)
 
 
+#: 3 epochs of 5 of the 13 batches: all of pass 0 (the padded batch included), then pass 1
+S2S_STEPS = ["--steps-per-epoch", 5, "--epochs", 3]
+
+
 @pytest.fixture(scope="module")
 def single_seq2seq(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("single-s2s") / "run"
-    _train(run_dir, task="seq2seq")
+    _train(run_dir, *S2S_STEPS, task="seq2seq")
     return run_dir
 
 
-def test_seq2seq_mirrored_equals_one_device(single_seq2seq, tmp_path):
-    """Each replica trains on its share of every batch (the 3-pair one padded): the same
-    gradients, validation loss and weights as one device."""
+def test_seq2seq_mirrored_and_resumed_mid_pass_equals_one_device(single_seq2seq, tmp_path):
+    """Each replica trains on its share of every batch (the 3-pair one padded); stopped
+    after 5 of the 13 batches and resumed mid-pass on 2 replicas, the run has one
+    device's gradients, validation losses and final weights."""
     run_dir = tmp_path / "mirrored"
-    _train(run_dir, "--strategy", "mirrored", "--devices", 2, task="seq2seq")
+    strategy = ["--strategy", "mirrored", "--devices", 2, "--steps-per-epoch", 5]
+    _train(run_dir, *strategy, "--epochs", 1, task="seq2seq")
+    _train(run_dir, *strategy, "--epochs", 3, "--resume", task="seq2seq")
     config = json.loads((run_dir / "config.json").read_text())
     assert (config["strategy"], config["replicas"]) == ("mirrored", 2)
     _same_run(run_dir, single_seq2seq, columns=S2S_EXACT)
 
 
-def test_seq2seq_mirrored_resume_mid_pass(single_seq2seq, tmp_path):
-    """An epoch of 5 of the 13 batches: the resumed run goes on mid-pass, on 2 replicas."""
-    one, two = tmp_path / "one", tmp_path / "two"
-    for run_dir, strategy in ((one, ["--strategy", "one"]),
-                              (two, ["--strategy", "mirrored", "--devices", 2])):
-        _train(run_dir, *strategy, "--steps-per-epoch", 5, "--epochs", 1, task="seq2seq")
-        _train(run_dir, *strategy, "--steps-per-epoch", 5, "--epochs", 3, "--resume",
-               task="seq2seq")
-    _same_run(two, one, columns=("grad_norm", "val_loss"))
-
-
+@pytest.mark.slow  # the mirrored test above is its fast version
 def test_seq2seq_two_workers_equal_one_device(single_seq2seq, tmp_path):
-    _finish(_start_workers(tmp_path, [], task="seq2seq"))
+    _finish(_start_workers(tmp_path, S2S_STEPS, task="seq2seq"))
     for index in range(2):
         _same_run(tmp_path / f"w{index}", single_seq2seq, columns=S2S_EXACT)

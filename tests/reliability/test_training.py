@@ -21,7 +21,7 @@ def test_quick_campaign_loses_nothing(tmp_path):
     from keras_seq.reliability import training
 
     rows = training.run("quick", tmp_path, print)
-    assert len(rows) >= 5
+    assert len(rows) >= 3  # a kill, a damaged checkpoint, the disk (one row where not run)
     for row in rows:
         assert row.ok, row
 
