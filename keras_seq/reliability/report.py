@@ -76,8 +76,9 @@ Produced by one command (scale `{scale}`, {seconds / 60:.1f} min on
 
 {table}
 
-`make test` runs the same harness at the `quick` scale (`tests/reliability/`): a few
-kill trials and a few hundred generated cases per area, on every change.
+`make test` runs the same harness at the `quick` scale (`tests/reliability/`) on every
+change: a kill of `train lm` between a checkpoint and its commit, a damaged checkpoint, a
+read-only run directory, and a few hundred generated cases per other area.
 """
 
 
