@@ -57,8 +57,8 @@ TOKEN = "reliability-" + "x" * 20  # the token the campaign's server requires
 #: the server's --read-timeout and --max-connections, and how fast a normal client must be
 #: served during an attack (seconds; generous: the machine is shared with the attackers)
 SETTINGS = {
-    "quick": {"generated": 120, "hostile_rounds": 1, "slow": 30, "slow_s": 2.5,
-              "flood": 800, "read_timeout": 0.8, "max_connections": 150,
+    "quick": {"generated": 60, "hostile_rounds": 1, "slow": 20, "slow_s": 2.0,
+              "flood": 400, "read_timeout": 0.8, "max_connections": 150,
               "served_within_s": 5.0},
     "full": {"generated": 10_000, "hostile_rounds": 3, "slow": 400, "slow_s": 30.0,
              "flood": 3000, "read_timeout": 10.0, "max_connections": 1000,
