@@ -11,9 +11,10 @@ by subclassing :class:`Task`. :func:`train` does the rest the same way for all o
    seeds every RNG, lets the task prepare its data (tokenizers fitted on train, or loaded
    from the run when resuming) and its ``fit`` arguments — so bad data or flags stop the
    run before anything is written — then saves tokenizers and ``config.json`` atomically;
-3. builds the model, or reloads ``checkpoints/last.keras`` with its optimizer and the
-   dropout RNG states (``state.json``) so a resumed run ends with exactly the weights of
-   an uninterrupted one;
+3. builds the model, or reloads the last committed checkpoint with its optimizer and the
+   dropout RNG states (:mod:`keras_seq.training.checkpoints`: a damaged one is named and
+   the previous commit used) so a resumed run ends with exactly the weights of an
+   uninterrupted one, however it was stopped;
 4. runs ``model.fit`` with the shared callbacks — NaN guard, diagnostics said in words,
    TensorBoard (where TensorFlow is importable), ``metrics.csv``, checkpoints, time
    budget — around the task's own;
@@ -238,7 +239,6 @@ def _set_policy(mixed_precision: str) -> str:
 
 def _tensorboard(config, tb_dir: Path, printer):
     """Keras's TensorBoard callback where TensorFlow (its writer) is importable, else a note."""
-
     from keras_seq.backend import tensorflow_available
 
     if not tensorflow_available():
