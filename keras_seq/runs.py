@@ -36,6 +36,7 @@ keras_seq.errors.KerasSeqError: ... holds a `keras-seq train lm` run, not a seq2
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -90,6 +91,43 @@ def fsync_dir(folder: str | Path) -> None:
         os.close(fd)
 
 
+def discard(path: Path) -> None:
+    """Delete ``path`` if it is there; on a read-only folder (where nothing could have been
+    written either) say nothing."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+@contextlib.contextmanager
+def atomic_replace(path: str | Path, tmp: Path | None = None):
+    """Write ``path`` through a temporary file: the body writes (and fsyncs) the yielded
+    ``(tmp, crash)``, then ``tmp`` is renamed over ``path`` and the folder flushed.
+
+    ``crash`` is :func:`crash_phase` of this write; the body acts on ``"mid-write"``, the
+    rename phases are acted on here. Any ``OSError`` (a full disk, a read-only folder)
+    removes ``tmp`` and raises :class:`~keras_seq.errors.RunWriteError` naming ``path``;
+    the old file is untouched. ``tmp`` defaults to ``.NAME.tmp`` beside ``path``.
+    """
+    from keras_seq.errors import RunWriteError
+
+    path = Path(path)
+    tmp = tmp or path.with_name(f".{path.name}.tmp")
+    crash = crash_phase(path)
+    try:
+        yield tmp, crash
+        if crash == "before-rename":
+            die()
+        tmp.replace(path)
+        if crash == "after-rename":
+            die()
+    except OSError as err:
+        discard(tmp)
+        raise RunWriteError(path, err) from err
+    fsync_dir(path.parent)
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file (flushed, fsynced) and a rename.
 
@@ -97,32 +135,25 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     A full disk or a read-only folder raises :class:`~keras_seq.errors.RunWriteError`
     naming ``path``; the temporary file is removed and the old file is untouched.
     """
-    from keras_seq.errors import RunWriteError
-
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    crash = crash_phase(path)
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            if crash == "mid-write":
-                f.write(text[: len(text) // 2])
-                f.flush()
-                die()
-            f.write(text)
+    with atomic_replace(path) as (tmp, crash), open(tmp, "w", encoding="utf-8") as f:
+        if crash == "mid-write":
+            f.write(text[: len(text) // 2])
             f.flush()
-            os.fsync(f.fileno())
-        if crash == "before-rename":
             die()
-        tmp.replace(path)
-        if crash == "after-rename":
-            die()
-    except OSError as err:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        raise RunWriteError(path, err) from err
-    fsync_dir(path.parent)
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def json_safe(value):

@@ -81,6 +81,7 @@ from keras_seq.ngram.counts import (
     Vocabulary,
     unigram_table,
 )
+from keras_seq.runs import fsync_dir
 
 MAGIC = b"KSNGRAM\x00"
 VERSION = 1
@@ -268,16 +269,7 @@ def _atomic_write(path: str, parts) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    try:  # make the rename itself durable (best effort: not every system allows it)
-        dir_fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+    fsync_dir(folder)  # make the rename itself durable (best effort)
 
 
 # --------------------------------------------------------------------------------- reading

@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 from keras_seq.errors import KerasSeqError
+from keras_seq.runs import file_sha256  # noqa: F401  (also this module's API)
 
 FORMAT = "keras-seq-tflite"
 VERSION = 1
@@ -32,14 +33,6 @@ GRAPHS = ("step", "step_fused", "sequence", "sequence_fused")
 
 def metadata_path(model_path: str | Path) -> Path:
     return Path(model_path).with_suffix(".json")
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def write_metadata(model_path: str | Path, meta: dict) -> Path:

@@ -35,7 +35,6 @@ True
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import os
@@ -44,7 +43,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from keras_seq.errors import KerasSeqError, RunWriteError
-from keras_seq.runs import BEST, LAST, STATE, crash_phase, die, fsync_dir, write_json_atomic
+from keras_seq.runs import (
+    BEST,
+    LAST,
+    STATE,
+    atomic_replace,
+    die,
+    discard,
+    file_sha256,
+    write_json_atomic,
+)
 
 CHECKPOINTS = "checkpoints"
 _EPOCH_FILE = re.compile(r"^epoch-(\d+)\.keras$")
@@ -55,21 +63,6 @@ def epoch_file(epochs_done: int) -> str:
     return f"epoch-{epochs_done:04d}.keras"
 
 
-def sha256_of(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _discard(tmp: Path) -> None:
-    try:
-        tmp.unlink(missing_ok=True)
-    except OSError:  # a read-only folder: nothing could have been written there either
-        pass
-
-
 def save_model_atomic(model, path: str | Path) -> Path:
     """``model.save(path)`` through a temporary file, fsynced, then renamed.
 
@@ -78,25 +71,14 @@ def save_model_atomic(model, path: str | Path) -> Path:
     existed, is untouched.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp.keras")
-    crash = crash_phase(path)
-    try:
-        model.save(tmp)
+    with atomic_replace(path, path.with_name(f".{path.stem}.tmp.keras")) as (tmp, crash):
+        model.save(tmp)  # Keras wants the .keras suffix
         with open(tmp, "rb+") as f:
             if crash == "mid-write":  # what a kill during the save leaves on disk
                 f.truncate(os.path.getsize(tmp) // 2)
                 f.flush()
                 die()
             os.fsync(f.fileno())
-        if crash == "before-rename":
-            die()
-        tmp.replace(path)
-        if crash == "after-rename":
-            die()
-        fsync_dir(path.parent)
-    except OSError as err:
-        _discard(tmp)
-        raise RunWriteError(path, err) from err
     return path
 
 
@@ -104,23 +86,14 @@ def _link_atomic(source: Path, target: Path) -> None:
     """Make ``target`` the same file as ``source`` (a hard link, else a copy), atomically."""
     import shutil
 
-    tmp = target.with_name(f".{target.name}.tmp")
-    _discard(tmp)
-    crash = crash_phase(target)
-    try:
+    with atomic_replace(target) as (tmp, crash):
+        discard(tmp)
         try:
             os.link(source, tmp)
         except OSError:
             shutil.copyfile(source, tmp)
-        if crash in ("mid-write", "before-rename"):
+        if crash == "mid-write":
             die()
-        tmp.replace(target)
-        if crash == "after-rename":
-            die()
-        fsync_dir(target.parent)
-    except OSError as err:
-        _discard(tmp)
-        raise RunWriteError(target, err) from err
 
 
 def commit_epoch(model, run_dir: str | Path, epochs_done: int, best_val_loss: float | None,
@@ -141,7 +114,7 @@ def commit_epoch(model, run_dir: str | Path, epochs_done: int, best_val_loss: fl
         _link_atomic(checkpoint, run_dir / BEST)
     previous = _read_state(run_dir / STATE)
     state = {"epochs_done": epochs_done, "checkpoint": name,
-             "size": checkpoint.stat().st_size, "sha256": sha256_of(checkpoint),
+             "size": checkpoint.stat().st_size, "sha256": file_sha256(checkpoint),
              "best_val_loss": best_val_loss, **extra}
     if previous and "checkpoint" in previous:
         state["previous"] = {k: v for k, v in previous.items() if k != "previous"}
@@ -150,7 +123,7 @@ def commit_epoch(model, run_dir: str | Path, epochs_done: int, best_val_loss: fl
     keep = {name, state.get("previous", {}).get("checkpoint")}
     for old in folder.iterdir():
         if _EPOCH_FILE.match(old.name) and old.name not in keep:
-            _discard(old)
+            discard(old)
     return state
 
 
@@ -193,7 +166,7 @@ def _check(folder: Path, entry: dict) -> str | None:
     size = path.stat().st_size
     if "size" in entry and size != entry["size"]:
         return f"{path} has {size:,} bytes, not the {entry['size']:,} committed (truncated)"
-    if "sha256" in entry and sha256_of(path) != entry["sha256"]:
+    if "sha256" in entry and file_sha256(path) != entry["sha256"]:
         return f"{path} does not match its committed sha256 (altered or corrupt)"
     return None
 
@@ -279,7 +252,7 @@ def remove_temporaries(run_dir: str | Path) -> list[Path]:
              if p.name.startswith(".") and (p.name.endswith(".tmp") or
                                             p.name.endswith(".tmp.keras"))]
     for path in found:
-        _discard(path)
+        discard(path)
     return found
 
 
