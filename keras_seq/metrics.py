@@ -2,8 +2,8 @@
 
 Perplexity is ``exp`` of the mean negative log-probability per real token:
 ``PPL = exp(−(1/N) Σ log p(w_t | w_<t))`` where N counts only unmasked tokens (padding
-never counts). This module is plain numpy; :class:`Perplexity`, the Keras metric for
-``fit``, is loaded on first use and is the only thing here that needs TensorFlow.
+never counts). This module is plain numpy; the Keras metric for ``fit`` is
+:class:`keras_seq.models.perplexity.Perplexity`.
 
 Example (a four-token sentence whose tokens got probabilities 0.5, 0.25, 0.4 and 0.1):
 
@@ -141,11 +141,3 @@ def check_comparable(*results: PerplexityResult) -> None:
                     f"({key}: {a!r} vs {b!r}). Re-evaluate both on the same corpus, split "
                     "and tokenizer."
                 )
-
-
-def __getattr__(name):
-    if name == "Perplexity":
-        from keras_seq.keras_metrics import Perplexity
-
-        return Perplexity
-    raise AttributeError(f"module 'keras_seq.metrics' has no attribute {name!r}")

@@ -40,9 +40,9 @@ def _train(run_dir, *extra, env=None, check=True, task="lm"):
 
 
 def _weights(run_dir):
-    from keras_seq import runs
+    from keras_seq.models import loading
 
-    return runs.load_model(run_dir, "last").get_weights()
+    return loading.load_model(run_dir, "last").get_weights()
 
 
 def _logs(run_dir, column="loss"):

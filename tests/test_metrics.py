@@ -3,7 +3,6 @@ import math
 import numpy as np
 import pytest
 
-from keras_seq import metrics
 from keras_seq.errors import NotComparableError
 from keras_seq.metrics import (
     PerplexityResult,
@@ -12,6 +11,7 @@ from keras_seq.metrics import (
     perplexity_from_log_probs,
     perplexity_from_probs,
 )
+from keras_seq.models.perplexity import Perplexity
 
 
 def test_seed_arithmetic():
@@ -72,12 +72,12 @@ def test_keras_metric_matches_numpy():
     logits = rng.normal(size=(2, 5, 7)).astype("float32")
     y = rng.integers(1, 7, size=(2, 5))
     y[1, 3:] = 0  # padding
-    m = metrics.Perplexity(ignore_class=0)
+    m = Perplexity(ignore_class=0)
     m.update_state(y[:1], logits[:1])
     m.update_state(y[1:], logits[1:])
     logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     picked = np.take_along_axis(logp, y[..., None], -1)[..., 0]
     expected = perplexity_from_log_probs(picked, y != 0)
     assert float(m.result()) == pytest.approx(expected, rel=1e-5)
-    clone = metrics.Perplexity.from_config(m.get_config())
+    clone = Perplexity.from_config(m.get_config())
     assert clone.ignore_class == 0

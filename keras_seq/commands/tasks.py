@@ -124,7 +124,7 @@ def run_train(args) -> int:
 
 
 def _public(result: dict) -> dict:
-    from keras_seq.runs import json_safe
+    from keras_seq.atomic import json_safe
 
     return json_safe(result)
 

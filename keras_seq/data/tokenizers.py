@@ -51,8 +51,8 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_seq.atomic import write_text_atomic
 from keras_seq.errors import DataError
-from keras_seq.runs import write_text_atomic
 
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
 FORMAT = "keras-seq-tokenizer"

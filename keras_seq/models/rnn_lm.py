@@ -1,7 +1,7 @@
 """Recurrent language model: embedding → stacked keras-seq RNN layers → logits.
 
 Every training step logs the global gradient norm (before clipping) and one norm per
-layer (``grad_norm``, ``grad_norm/<layer>``: :mod:`keras_seq.models._grad_norms`), on
+layer (``grad_norm``, ``grad_norm/<layer>``: :mod:`keras_seq.models.train_step`), on
 every Keras backend; clipping itself is the optimizer's ``global_clipnorm``.
 """
 
@@ -13,7 +13,7 @@ from keras import layers, ops
 from keras_seq import layers as seq_layers
 from keras_seq.layers.state import reset_recurrent_states
 from keras_seq.models._build import BuildByCalling, logits_dtype
-from keras_seq.models._grad_norms import GradNormLogs
+from keras_seq.models.train_step import GradNormLogs
 
 CELLS = {
     "rnn": seq_layers.SimpleRNN,

@@ -26,7 +26,7 @@ from keras_seq.layers.bahdanau_attention import BahdanauAttention
 from keras_seq.layers.gru import GRU, GRUCell
 from keras_seq.layers.lstm import LSTM, LSTMCell
 from keras_seq.models._build import logits_dtype
-from keras_seq.models._grad_norms import GradNormLogs
+from keras_seq.models.train_step import GradNormLogs
 
 CELLS = {"gru": (GRU, GRUCell), "lstm": (LSTM, LSTMCell)}
 ATTENTIONS = ("bahdanau", "none")
@@ -177,7 +177,7 @@ class Seq2Seq(GradNormLogs, keras.Model):
             padding; decoder inputs start with ``bos_id`` (teacher forcing).
 
     Returns logits ``(B, T, target_vocab + 2)``. Training logs carry ``grad_norm`` and
-    ``grad_norm/<part>`` (:mod:`keras_seq.models._grad_norms`, parts as in
+    ``grad_norm/<part>`` (:mod:`keras_seq.models.train_step`, parts as in
     :meth:`grad_norm_groups`).
 
     Example:

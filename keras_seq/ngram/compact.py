@@ -70,6 +70,7 @@ import zlib
 
 import numpy as np
 
+from keras_seq.atomic import fsync_dir
 from keras_seq.errors import DataError, KerasSeqError
 from keras_seq.ngram.backoff import BackoffModel, backoff_log10probs
 from keras_seq.ngram.counts import (
@@ -81,7 +82,6 @@ from keras_seq.ngram.counts import (
     Vocabulary,
     unigram_table,
 )
-from keras_seq.runs import fsync_dir
 
 MAGIC = b"KSNGRAM\x00"
 VERSION = 1

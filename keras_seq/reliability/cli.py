@@ -124,9 +124,9 @@ def guarded(parser=None):
     import keras_seq.commands._common as common
     import keras_seq.commands.serve as serve
     import keras_seq.data.corpus as corpus
+    import keras_seq.models.loading as loading
     import keras_seq.ngram.arpa as arpa
     import keras_seq.ngram.data as ngram_data
-    import keras_seq.runs as runs
     import keras_seq.serving.layout as layout
 
     wires = {
@@ -134,7 +134,7 @@ def guarded(parser=None):
         ngram_data.load_tokenized: _tripwire("load_tokenized"),
         arpa.read_arpa: _tripwire("read_arpa"),
         common.use_backend: _tripwire("use_backend"),
-        runs.load_model: _tripwire("load_model"),
+        loading.load_model: _tripwire("load_model"),
         layout.publish_saved_model: _tripwire("publish_saved_model"),
         serve._check_model_base: _after(serve._check_model_base, "serve"),
     }

@@ -20,7 +20,7 @@ would reach, and counts the cases that broke a promise:
   version, truncated JSON, huge numbers or NaN: refused with the reason, or read back
   only when the result is the same as the original;
 * **.keras** files holding a ``Lambda`` layer or unknown classes: refused by
-  :func:`keras_seq.runs.load_model` and by the resume path, without running their code.
+  :func:`keras_seq.models.loading.load_model` and by the resume path, without running their code.
 
 A failure is an exception other than :class:`~keras_seq.errors.KerasSeqError`, a
 refusal that does not say where, a wrong round trip, or a corrupt file accepted.
@@ -898,6 +898,7 @@ def _keras_files(folder: Path, marker: Path) -> dict[str, Path]:
 
 def _keras_scenarios(workdir: Path) -> list[Row]:
     from keras_seq import runs
+    from keras_seq.models import loading
 
     marker = workdir / "lambda-ran"
     refused, clear, resume = _Tally(), _Tally(), _Tally()
@@ -905,16 +906,16 @@ def _keras_scenarios(workdir: Path) -> list[Row]:
     run_dir = workdir / "keras" / "run"
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     shutil.copy(workdir / "keras" / "ok.keras", run_dir / runs.LAST)
-    refused.guard(lambda: None if runs.load_model(run_dir, "last") is not None else "no model")
+    refused.guard(lambda: None if loading.load_model(run_dir, "last") is not None else "no model")
     try:
-        from keras_seq.training.callbacks import resume_from_checkpoint
+        from keras_seq.training.checkpoints import resume_from_checkpoint
     except Exception as err:  # the resume path could not be imported: say so
         resume_from_checkpoint = None
         resume.case(f"cannot import resume_from_checkpoint: {err}")
     for label, path in files.items():
         shutil.copy(path, run_dir / runs.LAST)
         try:
-            runs.load_model(run_dir, "last")
+            loading.load_model(run_dir, "last")
             outcome = None
         except Exception as err:  # what reaches the user is measured
             outcome = err
@@ -937,11 +938,11 @@ def _keras_scenarios(workdir: Path) -> list[Row]:
             marker.unlink(missing_ok=True)
     kinds = ", ".join(files)
     return [
-        refused.row(".keras with Lambda / unknown classes: runs.load_model refuses",
+        refused.row(".keras with Lambda / unknown classes: loading.load_model refuses",
                     f"{kinds} (+ a plain model that must load); a Lambda that would write a "
                     "marker file"),
         clear.row(".keras refusal reaches the user as a KerasSeqError naming the file",
-                  "runs.load_model"),
+                  "loading.load_model"),
         resume.row(".keras with Lambda / unknown classes: resume_from_checkpoint refuses",
                    "keras.saving.load_model with the default safe_mode=True"),
     ]

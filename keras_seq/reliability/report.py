@@ -83,7 +83,7 @@ read-only run directory, and a few hundred generated cases per other area.
 
 
 def write_report(results: dict, path, command: str, scale: str, seconds: float) -> Path:
-    from keras_seq.runs import write_text_atomic
+    from keras_seq.atomic import write_text_atomic
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ uninterrupted reference run of the same command:
 - **kill -9**: SIGKILL at a random moment, or at a chosen point of a chosen write (half
   of ``state.json`` written, a checkpoint written but not renamed, ``last.keras``
   renamed but ``state.json`` not yet…, through the ``KERAS_SEQ_KILL_AT`` hook of
-  :func:`keras_seq.runs.crash_phase`); then ``--resume`` to the end. The final weights
+  :func:`keras_seq.atomic.crash_phase`); then ``--resume`` to the end. The final weights
   must equal the reference's (≤ 1e-6), ``metrics.csv`` must list every epoch once, and
   no temporary file may be left.
 - **damaged checkpoint**: the newest committed checkpoint truncated, bit-flipped or
@@ -75,9 +75,9 @@ def _run(task, run_dir, *extra, env=None, timeout=600, prefix=()):
 
 def weights(run_dir) -> list[np.ndarray]:
     """The final weights of a run (``checkpoints/last.keras``)."""
-    from keras_seq import runs
+    from keras_seq.models import loading
 
-    return runs.load_model(run_dir, "last").get_weights()
+    return loading.load_model(run_dir, "last").get_weights()
 
 
 def weight_gap(a, b) -> float:

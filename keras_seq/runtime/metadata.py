@@ -23,8 +23,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from keras_seq.atomic import file_sha256  # noqa: F401  also this module's API
 from keras_seq.errors import KerasSeqError
-from keras_seq.runs import file_sha256  # noqa: F401  (also this module's API)
 
 FORMAT = "keras-seq-tflite"
 VERSION = 1

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_seq.atomic import write_json_atomic
 from keras_seq.errors import DataError
-from keras_seq.runs import write_json_atomic
 
 LABELS_FORMAT = "keras-seq-labels"
 LABELS_FILE = "labels.json"
@@ -215,8 +215,9 @@ def load_labelled_run(run_dir, kind: str, config_cls, which: str = "best"):
     """``(config, tokenizer, labels, model)`` of a run whose labels are in ``labels.json``."""
     from keras_seq import runs
     from keras_seq.data.tokenizers import load_tokenizer
+    from keras_seq.models import loading
 
     run_dir = runs.check_run_dir(run_dir, kind)
     config = config_cls.load(run_dir / runs.CONFIG)
     return (config, load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE),
-            runs.load_model(run_dir, which))
+            loading.load_model(run_dir, which))

@@ -24,6 +24,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from keras_seq.layers.seeds import seed_generator_states
 from keras_seq.layers.state import reset_recurrent_states, state_variables
 
 
@@ -139,7 +140,7 @@ class GradientNormLogger(keras.callbacks.Callback):
     to TensorBoard every N steps.
 
     The norms come from the step's logs (``grad_norm``, ``grad_norm/<layer>``: models with
-    :class:`keras_seq.models._grad_norms.GradNormLogs`), so this works on every Keras
+    :class:`keras_seq.models.train_step.GradNormLogs`), so this works on every Keras
     backend; the writer is :class:`~keras_seq.training.summaries.SummaryWriter` (nothing is
     written without TensorFlow).
     """
@@ -293,38 +294,6 @@ class TrainingDiagnostics(keras.callbacks.Callback):
                           "boilerplate.")
 
 
-def _seed_generators(model):
-    for layer in model._flatten_layers(include_self=True, recursive=True):
-        yield from getattr(layer, "_seed_generators", [])
-
-
-def seed_generator_states(model) -> list:
-    """The state of every dropout RNG in ``model`` (``.keras`` files do not store them)."""
-    return [np.asarray(sg.state.numpy()).tolist() for sg in _seed_generators(model)]
-
-
-def restore_seed_generator_states(model, states: list) -> None:
-    generators = list(_seed_generators(model))
-    if len(generators) != len(states):
-        raise ValueError(
-            f"checkpoint has {len(states)} RNG states but the model has {len(generators)} "
-            "random layers; the checkpoint belongs to a different model"
-        )
-    for sg, state in zip(generators, states):
-        sg.state.assign(np.asarray(state, dtype=sg.state.dtype))
-
-
-def resume_from_checkpoint(point):
-    """The model of a :class:`~keras_seq.training.checkpoints.ResumePoint` (weights and
-    optimizer), with its dropout RNG states put back so training continues exactly."""
-    from keras_seq.runs import load_keras_file
-
-    model = load_keras_file(point.checkpoint)
-    if point.rng_states is not None:
-        restore_seed_generator_states(model, point.rng_states)
-    return model
-
-
 class RunCheckpoint(keras.callbacks.Callback):
     """Commit each epoch: the model (weights + optimizer), then ``state.json``.
 
@@ -422,7 +391,7 @@ class MetricsCSV(keras.callbacks.Callback):
             self._write()
 
     def _write(self) -> None:
-        from keras_seq.runs import write_text_atomic
+        from keras_seq.atomic import write_text_atomic
         from keras_seq.training.checkpoints import csv_text
 
         write_text_atomic(self.path, csv_text(self.columns, self.rows))

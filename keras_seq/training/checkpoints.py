@@ -22,7 +22,7 @@ committed epochs only (an epoch logged but not committed is trained again, so it
 not appear twice); :class:`~keras_seq.training.callbacks.MetricsCSV` rewrites the file
 atomically each epoch, so it never holds half a row.
 
-Every write goes through :func:`keras_seq.runs.write_text_atomic` or
+Every write goes through :func:`keras_seq.atomic.write_text_atomic` or
 :func:`save_model_atomic`: a full disk or a read-only folder gives a
 :class:`~keras_seq.errors.RunWriteError` naming the path, and leaves no temporary file.
 
@@ -42,17 +42,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from keras_seq.atomic import atomic_replace, die, discard, file_sha256, write_json_atomic
 from keras_seq.errors import KerasSeqError, RunWriteError
-from keras_seq.runs import (
-    BEST,
-    LAST,
-    STATE,
-    atomic_replace,
-    die,
-    discard,
-    file_sha256,
-    write_json_atomic,
-)
+from keras_seq.layers.seeds import restore_seed_generator_states
+from keras_seq.models.loading import load_keras_file
+from keras_seq.runs import BEST, LAST, STATE
 
 CHECKPOINTS = "checkpoints"
 _EPOCH_FILE = re.compile(r"^epoch-(\d+)\.keras$")
@@ -292,3 +286,12 @@ def csv_text(columns: list[str], rows: list[dict]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
+
+
+def resume_from_checkpoint(point):
+    """The model of a :class:`~keras_seq.training.checkpoints.ResumePoint` (weights and
+    optimizer), with its dropout RNG states put back so training continues exactly."""
+    model = load_keras_file(point.checkpoint)
+    if point.rng_states is not None:
+        restore_seed_generator_states(model, point.rng_states)
+    return model

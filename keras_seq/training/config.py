@@ -120,7 +120,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def save(self, path: str | Path) -> None:
-        from keras_seq.runs import write_json_atomic
+        from keras_seq.atomic import write_json_atomic
 
         write_json_atomic(path, {"kind": self.kind, **self.to_dict()})
 

@@ -15,11 +15,11 @@ and :func:`restore_replica_states` writes them back, so a checkpoint keeps all o
 :func:`make_train_window` is the step: each replica computes the loss of its rows divided
 by the *global* number of target tokens, Keras's optimizer all-reduces the gradients with
 a sum, so one step equals a single-device step on the ``B`` rows (to float rounding).
-Each replica draws its own dropout masks (:func:`replica_seeds`).
+Each replica draws its own dropout masks (:func:`keras_seq.models.train_step.replica_seeds`).
 
 ``keras-seq train lm --strategy …`` trains with ``model.fit`` instead: the same rows per
 replica come from :func:`stream_dataset`, the seed shift and exact clipping from the
-model's train step (:mod:`keras_seq.models._grad_norms`), and :func:`fit_workarounds`
+model's train step (:mod:`keras_seq.models.train_step`), and :func:`fit_workarounds`
 makes ``fit`` work under ``MultiWorkerMirroredStrategy`` on Keras 3.15.
 ``keras-seq train seq2seq --strategy …`` serves its padded batches through
 :func:`example_dataset`, each replica a fixed share of every batch.
@@ -34,6 +34,7 @@ import contextlib
 import numpy as np
 
 from keras_seq.errors import KerasSeqError
+from keras_seq.models.train_step import dense, replica_seeds
 from keras_seq.training.config import STRATEGIES
 
 _MULTI_WORKER = None
@@ -132,37 +133,6 @@ class ReplicaRows:
         return self.strategy.experimental_distribute_values_from_function(values)
 
 
-#: a prime far from 0: replica r's dropout seeds are the shared ones shifted by r times it
-REPLICA_SEED_STRIDE = 1_000_003
-
-
-def replica_seeds(model, fn):
-    """Run ``fn()`` in replica context with this replica's own dropout masks.
-
-    Keras's ``SeedGenerator`` states are mirrored, so every replica would draw the same
-    masks. For the call, each seed is shifted by ``replica id × REPLICA_SEED_STRIDE``; the
-    shift is taken back afterwards, so the draw counters advance as usual and every
-    replica ends in the same (checkpointable) seed state. Replica 0 draws what one device
-    would.
-    """
-    import tensorflow as tf
-
-    from keras_seq.training.callbacks import _seed_generators
-
-    generators = list(_seed_generators(model))
-    if not generators:
-        return fn()
-    replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-    offsets = [tf.stack([tf.cast(replica, g.state.dtype) * REPLICA_SEED_STRIDE,
-                         tf.zeros((), g.state.dtype)]) for g in generators]
-    for g, offset in zip(generators, offsets):
-        g.state.assign(g.state.value + offset)
-    out = fn()
-    for g, offset in zip(generators, offsets):
-        g.state.assign(g.state.value - offset)
-    return out
-
-
 def stream_dataset(x, y, global_batch: int, strategy):
     """The TBPTT windows as a distributed dataset for ``model.fit``, rows fixed per replica.
 
@@ -245,7 +215,6 @@ def make_train_window(model, strategy, global_tokens: int):
     """
     import tensorflow as tf
 
-    from keras_seq.models._grad_norms import dense
 
     def replica_step(x, y):
         with tf.GradientTape() as tape:

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from keras_seq import runs
+from keras_seq import atomic, runs
 from keras_seq.errors import KerasSeqError
 from keras_seq.training.config import TrainConfig
 
@@ -160,7 +160,7 @@ def _check_writable(run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise RunWriteError(run_dir, err) from err
-    runs.write_text_atomic(probe, "keras-seq checks that it can save here\n" * 8)
+    atomic.write_text_atomic(probe, "keras-seq checks that it can save here\n" * 8)
     probe.unlink(missing_ok=True)
 
 
@@ -346,6 +346,7 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
     import keras
 
     from keras_seq.training import callbacks as cb
+    from keras_seq.training.checkpoints import resume_from_checkpoint
     from keras_seq.training.distribute import fit_workarounds, strategy_scope
 
     if resume:  # fail now, not after an epoch of training, if nothing can be saved
@@ -374,7 +375,7 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
 
     with strategy_scope(strategy):  # a distributed model's variables live on every replica
         if point is not None:
-            model = cb.resume_from_checkpoint(point)
+            model = resume_from_checkpoint(point)
             model.jit_compile = computing["jit_compile"]  # as the run was compiled
         else:
             model = task.build_model(config, prepared)
@@ -427,7 +428,7 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
     if plan.items_per_step and steps_run:
         results[f"{plan.unit}_per_sec"] = steps_run * plan.items_per_step / max(seconds, 1e-9)
     results.update(task.results(config, prepared, run_dir, model))
-    runs.write_json_atomic(run_dir / runs.METRICS, results)
+    atomic.write_json_atomic(run_dir / runs.METRICS, results)
     return results
 
 

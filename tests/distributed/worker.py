@@ -27,7 +27,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_seq.data.batching import stream_arrays  # noqa: E402
-from keras_seq.models import RecurrentLM  # noqa: E402
+from keras_seq.models import RecurrentLM, train_step  # noqa: E402
 from keras_seq.training import distribute  # noqa: E402
 
 VOCAB, B, T = 17, 4, 6
@@ -108,7 +108,7 @@ def fit_states_with_dropout(strategy):
 
 def dropout_masks(strategy, own_masks: bool):
     """Each replica's dropout mask on ones, and each replica's seed state after the draw."""
-    from keras_seq.training.callbacks import _seed_generators
+    from keras_seq.layers.seeds import seed_generators
 
     with strategy.scope():
         model = keras.Sequential([keras.Input((16,)), keras.layers.Dropout(0.5, seed=1)])
@@ -119,11 +119,11 @@ def dropout_masks(strategy, own_masks: bool):
 
     @tf.function
     def step():
-        return strategy.run(lambda: distribute.replica_seeds(model, draw) if own_masks
+        return strategy.run(lambda: train_step.replica_seeds(model, draw) if own_masks
                             else draw())
 
     masks = [m.numpy().ravel().tolist() for m in strategy.experimental_local_results(step())]
-    (generator,) = _seed_generators(model)
+    (generator,) = seed_generators(model)
     seeds = [s.numpy().tolist() for s in strategy.experimental_local_results(
         generator.state.value)]
     return {"masks": masks, "seeds": seeds}

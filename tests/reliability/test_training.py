@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_seq import runs
+from keras_seq import atomic, runs
 from keras_seq.errors import KerasSeqError, RunWriteError
 from keras_seq.training import checkpoints
 from keras_seq.training.callbacks import MetricsCSV
@@ -107,7 +107,7 @@ def test_metrics_csv_keeps_committed_epochs_once_and_puts_back_a_lost_row(tmp_pa
 
 def test_a_full_disk_names_the_file_and_changes_nothing(tmp_path, monkeypatch):
     path = tmp_path / "state.json"
-    runs.write_json_atomic(path, {"epochs_done": 1})
+    atomic.write_json_atomic(path, {"epochs_done": 1})
     real_open = open
 
     def full_disk(file, mode="r", *args, **kwargs):
@@ -120,18 +120,18 @@ def test_a_full_disk_names_the_file_and_changes_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr("builtins.open", full_disk)
     with pytest.raises(RunWriteError, match=r"cannot write .*state.json: No space left"):
-        runs.write_json_atomic(path, {"epochs_done": 2})
+        atomic.write_json_atomic(path, {"epochs_done": 2})
     monkeypatch.undo()
     assert json.loads(path.read_text()) == {"epochs_done": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]  # no temp file
 
 
 def test_the_kill_hook_fires_only_on_the_named_write(monkeypatch):
-    monkeypatch.setenv(runs.KILL_AT_ENV, "state.json:2:before-rename")
-    monkeypatch.setattr(runs, "_writes_seen", {})
-    assert runs.crash_phase("a/config.json") is None
-    assert runs.crash_phase("a/state.json") is None
-    assert runs.crash_phase("b/state.json") == "before-rename"
-    assert runs.crash_phase("a/state.json") is None
-    monkeypatch.delenv(runs.KILL_AT_ENV)
-    assert runs.crash_phase("a/state.json") is None
+    monkeypatch.setenv(atomic.KILL_AT_ENV, "state.json:2:before-rename")
+    monkeypatch.setattr(atomic, "_writes_seen", {})
+    assert atomic.crash_phase("a/config.json") is None
+    assert atomic.crash_phase("a/state.json") is None
+    assert atomic.crash_phase("b/state.json") == "before-rename"
+    assert atomic.crash_phase("a/state.json") is None
+    monkeypatch.delenv(atomic.KILL_AT_ENV)
+    assert atomic.crash_phase("a/state.json") is None

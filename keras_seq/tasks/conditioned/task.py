@@ -18,8 +18,8 @@ import numpy as np
 
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
-from keras_seq.keras_metrics import Perplexity
 from keras_seq.models.conditioned_lm import ConditionedLM
+from keras_seq.models.perplexity import Perplexity
 from keras_seq.sampling import TopKSampler
 from keras_seq.tasks._common import (
     LABELS_FILE,

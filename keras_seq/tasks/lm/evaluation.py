@@ -18,6 +18,7 @@ from keras_seq.data.tokenizers import EOS, load_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.layers.state import reset_recurrent_states
 from keras_seq.metrics import PerplexityResult
+from keras_seq.models import loading
 from keras_seq.models.nplm import NPLM
 from keras_seq.models.rnn_lm import RecurrentLM
 from keras_seq.sampling import Sampler, TopKSampler, special_ids, without_ids
@@ -34,7 +35,7 @@ def load_run(run_dir: str | Path):
     run_dir = check_run_dir(run_dir)
     config = LMConfig.load(run_dir / runs.CONFIG)
     tokenizer = load_tokenizer(run_dir)
-    return config, tokenizer, runs.load_model(run_dir)
+    return config, tokenizer, loading.load_model(run_dir)
 
 
 def corpus_for(config: LMConfig):

@@ -21,8 +21,8 @@ import numpy as np
 from keras_seq.data.batching import padded_batches, stream_arrays, stream_dataset
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
-from keras_seq.keras_metrics import Perplexity
 from keras_seq.models.nplm import NPLM
+from keras_seq.models.perplexity import Perplexity
 from keras_seq.models.rnn_lm import RecurrentLM
 from keras_seq.sampling import TopKSampler
 from keras_seq.tasks._common import batches_dataset, compile_options, fit_kwargs

@@ -20,11 +20,12 @@ import keras
 import numpy as np
 
 from keras_seq import runs
+from keras_seq.atomic import json_safe
 from keras_seq.data.seq2seq_tasks import TaskData, make_task
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
+from keras_seq.models import loading
 from keras_seq.models.seq2seq import Seq2Seq
-from keras_seq.runs import json_safe
 from keras_seq.tasks._common import compile_options, fit_kwargs
 from keras_seq.tasks.seq2seq import decoding, metrics
 from keras_seq.training import trainer
@@ -188,7 +189,7 @@ def load_run(run_dir, which: str = "best"):
     config = Seq2SeqConfig.load(run_dir / runs.CONFIG)
     src_tok = load_tokenizer(run_dir / "source_tokenizer.json")
     tgt_tok = load_tokenizer(run_dir / "target_tokenizer.json")
-    return config, src_tok, tgt_tok, runs.load_model(run_dir, which)
+    return config, src_tok, tgt_tok, loading.load_model(run_dir, which)
 
 
 # ----------------------------------------------------------------------------------------

@@ -34,6 +34,8 @@ import threading
 import keras
 from keras import ops
 
+from keras_seq.layers.seeds import seed_generators
+
 # Norms measured in the optimizer hook wait here for the step that made them; per thread,
 # since tf.distribute's MirroredStrategy traces each replica's step in its own thread.
 _PENDING = threading.local()
@@ -90,9 +92,38 @@ def _presum_if_clipping(grads, optimizer):
     return total, [None if g is None else g / replicas for g in clipped]
 
 
+#: a prime far from 0: replica r's dropout seeds are the shared ones shifted by r times it
+REPLICA_SEED_STRIDE = 1_000_003
+
+
+def replica_seeds(model, fn):
+    """Run ``fn()`` in replica context with this replica's own dropout masks.
+
+    Keras's ``SeedGenerator`` states are mirrored, so every replica would draw the same
+    masks. For the call, each seed is shifted by ``replica id × REPLICA_SEED_STRIDE``; the
+    shift is taken back afterwards, so the draw counters advance as usual and every
+    replica ends in the same (checkpointable) seed state. Replica 0 draws what one device
+    would.
+    """
+    import tensorflow as tf
+
+    generators = seed_generators(model)
+    if not generators:
+        return fn()
+    replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+    offsets = [tf.stack([tf.cast(replica, g.state.dtype) * REPLICA_SEED_STRIDE,
+                         tf.zeros((), g.state.dtype)]) for g in generators]
+    for g, offset in zip(generators, offsets):
+        g.state.assign(g.state.value + offset)
+    out = fn()
+    for g, offset in zip(generators, offsets):
+        g.state.assign(g.state.value - offset)
+    return out
+
+
 def _own_masks_per_replica(model, step):
     """``step()``, with each ``tf.distribute`` replica drawing its own dropout masks
-    (:func:`keras_seq.training.distribute.replica_seeds`) when there are several."""
+    (:func:`replica_seeds`) when there are several."""
     if keras.backend.backend() != "tensorflow":
         return step()
     import tensorflow as tf
@@ -100,8 +131,6 @@ def _own_masks_per_replica(model, step):
     if tf.distribute.get_replica_context() is None or \
             tf.distribute.get_strategy().num_replicas_in_sync == 1:
         return step()
-    from keras_seq.training.distribute import replica_seeds
-
     return replica_seeds(model, step)
 
 
