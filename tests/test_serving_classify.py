@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_export_labelled import classifier_saved_model
+from test_export_classifier_tagger import classifier_saved_model
 from test_serving_common import ThreadServer, saved_model
 
 from keras_seq.serving.app import ServeConfig

@@ -84,7 +84,7 @@ def cmd_classifier(args) -> int:
     import sys
     from pathlib import Path
 
-    from keras_seq.export.labelled import (
+    from keras_seq.export.classifier_tagger import (
         check_streamable,
         export_classifier,
         export_classifier_tflite,
@@ -112,7 +112,7 @@ def cmd_classifier(args) -> int:
 
 
 def cmd_tagger(args) -> int:
-    from keras_seq.export.labelled import export_tagger
+    from keras_seq.export.classifier_tagger import export_tagger
 
     export_tagger(args.run_dir, args.out)
     return 0

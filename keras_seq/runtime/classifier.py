@@ -1,7 +1,7 @@
 """Streaming classification on LiteRT (no TensorFlow): label scores after every token.
 
 The model is the step graph written by ``keras-seq export classifier --tflite``
-(:func:`keras_seq.export.labelled.export_classifier_tflite`): one token and the recurrent
+(:func:`keras_seq.export.classifier_tagger.export_classifier_tflite`): one token and the recurrent
 state in, the label scores and the new state out — the keyword-spotting pattern.
 """
 

@@ -54,7 +54,7 @@ def classify_run(tmp_path_factory):
 def classifier_saved_model(tmp_path_factory):
     """The tiny classifier exported as a SavedModel (once per session)."""
     if "labelled_classifier_sm" not in _CACHE:
-        from keras_seq.export.labelled import export_classifier
+        from keras_seq.export.classifier_tagger import export_classifier
 
         out = tmp_path_factory.mktemp("classifier_sm") / "sm"
         export_classifier(classify_run(tmp_path_factory), out, printer=lambda *a: None)
@@ -95,7 +95,7 @@ def tagger(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def step_export(clf, tmp_path_factory):
-    from keras_seq.export.labelled import export_classifier_tflite
+    from keras_seq.export.classifier_tagger import export_classifier_tflite
 
     out = tmp_path_factory.mktemp("classifier_tflite")
     manifest = export_classifier_tflite(clf.run, out, variants=("float32", "dynamic"),
@@ -149,7 +149,7 @@ def test_classify_signature_matches_keras(clf, tmp_path_factory):
 
 @pytest.mark.parametrize("max_len", [None, 3])
 def test_in_graph_tokenization_matches_python(clf, max_len):
-    from keras_seq.export.labelled import ClassifierModule
+    from keras_seq.export.classifier_tagger import ClassifierModule
     from keras_seq.tasks.classify.task import encode_texts
 
     tok = clf.tokenizer
@@ -165,7 +165,7 @@ def test_in_graph_tokenization_matches_python(clf, max_len):
 
 
 def test_classify_with_max_len_matches_keras(clf, tmp_path):
-    from keras_seq.export.labelled import export_classifier
+    from keras_seq.export.classifier_tagger import export_classifier
     from keras_seq.tasks.classify.task import predict_proba
 
     out = export_classifier(clf.run, tmp_path / "sm", printer=lambda *a: None,
@@ -182,7 +182,7 @@ def test_classify_with_max_len_matches_keras(clf, tmp_path):
 
 
 def test_tag_signature_matches_keras(tagger, tmp_path):
-    from keras_seq.export.labelled import export_tagger
+    from keras_seq.export.classifier_tagger import export_tagger
     from keras_seq.tasks.tag.task import predict_tags
 
     out = export_tagger(tagger.run, tmp_path / "tag_sm", printer=lambda *a: None)
@@ -241,7 +241,7 @@ def test_step_parity(clf, step_export, variant, tol):
 def test_step_parity_residual_stacked(clf, tmp_path, cell):
     """Other cells, two layers, residual connections (embed_dim == units): the step graph
     applies them as the Keras model does."""
-    from keras_seq.export.labelled import export_classifier_tflite
+    from keras_seq.export.classifier_tagger import export_classifier_tflite
     from keras_seq.models.classifier import SequenceClassifier
     from keras_seq.tasks._common import Labels
 
@@ -264,7 +264,7 @@ def test_step_parity_residual_stacked(clf, tmp_path, cell):
     ({"bidirectional": True, "pooling": "attention"}, "bidirectional"),
 ])
 def test_step_refuses_whole_sequence_classifiers(clf, tmp_path, kwargs, fragment):
-    from keras_seq.export.labelled import export_classifier_tflite
+    from keras_seq.export.classifier_tagger import export_classifier_tflite
     from keras_seq.models.classifier import SequenceClassifier
 
     model = SequenceClassifier(clf.tokenizer.vocab_size, 2, embed_dim=4, units=4, **kwargs)

@@ -21,7 +21,7 @@ SEEDS = comma_list(kind=number(int, FLAG_RANGES["seed"]))  # "1,2,3", each a val
 
 
 def register(subparsers) -> None:
-    from keras_seq.benchmarks.labelled import CLASSIFIERS
+    from keras_seq.benchmarks.task_shapes import CLASSIFIERS
 
     p = subparsers.add_parser("classify", help="seed 004's table: LSTM 128/512, BiLSTM and "
                               "attention pooling on reviews-negation, accuracy per distance")
@@ -63,7 +63,7 @@ def register(subparsers) -> None:
 
 
 def run_classify(args) -> int:
-    from keras_seq.benchmarks.labelled import bench_classify, format_classify
+    from keras_seq.benchmarks.task_shapes import bench_classify, format_classify
 
     extra = {k: getattr(args, k) for k in ("train_size", "length")
              if getattr(args, k) is not None}
@@ -75,7 +75,7 @@ def run_classify(args) -> int:
 
 
 def run_tag(args) -> int:
-    from keras_seq.benchmarks.labelled import bench_tag, format_tag
+    from keras_seq.benchmarks.task_shapes import bench_tag, format_tag
 
     out = bench_tag(args.out, units_bi=args.units, seeds=_ints(args.seeds),
                     minutes=args.minutes, epochs=args.epochs, task=args.task)
@@ -84,7 +84,7 @@ def run_tag(args) -> int:
 
 
 def run_conditioned(args) -> int:
-    from keras_seq.benchmarks.labelled import bench_conditioned, format_conditioned
+    from keras_seq.benchmarks.task_shapes import bench_conditioned, format_conditioned
 
     out = bench_conditioned(args.out, seeds=_ints(args.seeds), minutes=args.minutes,
                             epochs=args.epochs, task=args.task, grouping=args.grouping,
