@@ -8,13 +8,13 @@ import warnings
 import numpy as np
 import pytest
 
+from keras_seq.benchmarks.streaming import bench_ngram_stream
 from keras_seq.errors import DataError, KerasSeqError
 from keras_seq.ngram import read_arpa, train_kneser_ney, write_arpa
 from keras_seq.ngram.backoff import BackoffModel
 from keras_seq.ngram.compact import (
     CompactNgram,
     NgramStream,
-    bench_ngram_stream,
     quantize,
     read_compact,
     write_compact,

@@ -29,6 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_seq.errors import DataError
+from keras_seq.ngram.compact import CompactNgram, NgramStream, model_size_bytes
+from keras_seq.ngram.counts import BOS
+
 TARGET_SPEEDUP = 3.0
 PPL_TOLERANCE_PCT = 1.5
 
@@ -310,3 +314,61 @@ def plot_report(report: dict, path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return Path(path)
+
+
+def bench_ngram_stream(model, ids, warmup: int = 50, *, index: str = "hash",
+                       suggest_k: int = 3, tokens: int | None = None, size_bytes=None,
+                       ppl_delta_pct=None, runtime: str | None = None) -> dict:
+    """Per-token latency of :class:`NgramStream` ``step`` and ``suggest(k)`` (1 thread).
+
+    ``ids``: token ids of the model's vocabulary, e.g. ``model.vocab.encode(lines).ids``
+    (``<s>`` ids are dropped: ``</s>`` already starts the next sentence). ``warmup``
+    untimed tokens, then each remaining one (or ``tokens``, cycling ``ids``) is timed as
+    one ``step`` call, wall time by ``time.perf_counter_ns`` as
+    :func:`bench_streaming` times a TFLite step. A second pass times
+    ``suggest(suggest_k)`` before each step (what a keyboard shows), untimed steps between.
+
+    Returns that module's row (``runtime``, ``threads``, ``p50_us``, ``p95_us``,
+    ``p99_us``, ``tokens_per_s``, ``size_kib``, ``ppl_delta_pct``) plus ``index``,
+    ``suggest_k``, ``suggest_p50_us``, ``suggest_p95_us``, ``suggest_p99_us``. ``size_kib``:
+    ``size_bytes`` if given, else :func:`model_size_bytes`.
+
+    >>> from keras_seq.ngram.kneser_ney import train_kneser_ney
+    >>> lines = [["the", "cat", "sat"], ["the", "dog", "sat"]] * 5
+    >>> model = train_kneser_ney(lines, order=3, discount_fallback=True)
+    >>> row = bench_ngram_stream(model, model.vocab.encode(lines).ids, warmup=5)
+    >>> row["runtime"], row["threads"], row["p50_us"] > 0, row["suggest_p50_us"] > 0
+    ('ngram arpa [hash]', 1, True, True)
+    """
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    ids = ids[ids != BOS]
+    if tokens is not None:
+        ids = np.resize(ids, warmup + int(tokens))
+    if ids.size <= warmup:
+        raise DataError(f"{ids.size} tokens (without <s>) leave none to time after "
+                        f"{warmup} warm-up tokens")
+    stream = NgramStream(model, index=index)
+    micros = _time_stream(stream.step, ids, warmup)
+    stream.reset()
+    for t in ids[:warmup]:
+        stream.suggest(suggest_k)
+        stream.step(int(t))
+    sugg = np.empty(ids.size - warmup)
+    for i, t in enumerate(ids[warmup:]):
+        t0 = time.perf_counter_ns()
+        stream.suggest(suggest_k)
+        sugg[i] = (time.perf_counter_ns() - t0) / 1e3
+        stream.step(int(t))
+    if runtime is None:
+        if isinstance(model, CompactNgram):
+            kind = f"q{model.quantize_bits}" if model.quantize_bits else "f64"
+            runtime = f"ngram compact-{kind} [{index}]"
+        else:
+            runtime = f"ngram arpa [{index}]"
+    size = model_size_bytes(model) if size_bytes is None else int(size_bytes)
+    row = _row(runtime, 1, micros, size, ppl_delta_pct)
+    row.update(index=index, suggest_k=int(suggest_k),
+               suggest_p50_us=float(np.percentile(sugg, 50)),
+               suggest_p95_us=float(np.percentile(sugg, 95)),
+               suggest_p99_us=float(np.percentile(sugg, 99)))
+    return row

@@ -20,7 +20,7 @@ def register(subparsers) -> None:
 
 
 def cmd_bench(args) -> int:
-    from keras_seq.ngram.bench import format_bench, run_bench
+    from keras_seq.benchmarks.ngram import format_bench, run_bench
     from keras_seq.ngram.counts import check_order
 
     out = run_bench(args.data, repeat=args.repeat, split=args.split_ratio,

@@ -32,7 +32,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from keras_seq.tasks.seq2seq.bench import dates_bench, reversal_bench
+    from keras_seq.benchmarks.seq2seq import dates_bench, reversal_bench
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     unknown = [t for t in tasks if t not in ("reverse", "dates")]

@@ -8,7 +8,8 @@ Never imports TensorFlow. One job per module:
 * :mod:`~keras_seq.ngram.backoff` — the backoff (ARPA) model: scoring, top-k, sampling;
 * :mod:`~keras_seq.ngram.arpa` — ARPA read/write;
 * :mod:`~keras_seq.ngram.scorer` — cross-entropy and perplexity;
-* :mod:`~keras_seq.ngram.sparsity` — the sparsity report; :mod:`~keras_seq.ngram.bench`.
+* :mod:`~keras_seq.ngram.sparsity` — the sparsity report (estimation speed and memory:
+  :mod:`keras_seq.benchmarks.ngram`, ``keras-seq bench ngram``).
 
 Example:
 

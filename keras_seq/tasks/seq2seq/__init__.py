@@ -5,5 +5,5 @@
 * :mod:`~keras_seq.tasks.seq2seq.plots` — attention heatmaps and accuracy-vs-length curves;
 * :mod:`~keras_seq.tasks.seq2seq.export` — a string → string SavedModel;
 * :mod:`~keras_seq.tasks.seq2seq.training` — run directories: train, resume, evaluate, translate;
-* :mod:`~keras_seq.tasks.seq2seq.bench` — attention vs no attention on long reversals.
+* :mod:`~keras_seq.benchmarks.seq2seq` (``keras-seq bench seq2seq``) — attention vs no attention on long reversals.
 """
