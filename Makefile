@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: venv test test-all demo lint clean
+.PHONY: venv test test-all demo reliability reliability-quick lint clean
 
 venv: $(STAMP)
 
@@ -51,6 +51,17 @@ BACKEND ?= jax
 .PHONY: bench-gpu
 bench-gpu:
 	bash scripts/bench_gpu.sh $(BACKEND)
+
+# The fault campaign (tools/reliability, not part of the library): real runs killed with
+# SIGKILL at every write point, damaged checkpoints, full disks, fuzzed files, hostile
+# requests and a 10-minute soak; the full scale (~25 min) rewrites
+# docs/reliability.md. `make reliability-quick` runs the quick subset and only prints it.
+reliability: $(STAMP)
+	KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} \
+	    $(BIN)/python -m tools.reliability --full --out docs/reliability.md
+
+reliability-quick: $(STAMP)
+	KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} $(BIN)/python -m tools.reliability
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -250,7 +250,7 @@ FRACTION, SHARE = Range(0, 1, high_open=True), Range(0, 1)  # dropout-like / pro
 
 #: The range of every numeric flag, by its ``dest`` (read from each flag's help text).
 #: :func:`check_flags` gives each ``type=int`` / ``type=float`` flag the range of its name;
-#: the reliability campaign (``keras_seq.reliability.cli``) tries values outside them.
+#: the reliability campaign (``tools/reliability/cli.py``) tries values outside them.
 FLAG_RANGES: dict[str, Range] = {
     **dict.fromkeys((
         "units", "embed_dim", "num_layers", "batch_size", "epochs", "bptt", "context",

@@ -4,7 +4,7 @@ LiteRT trusts the model it is given. Its own flatbuffer verifier catches most br
 layouts, but a file that is still a well-formed flatbuffer with a wrong number in it (an
 ``ADD`` input of ``-1``, a ``SPLIT`` into 0 parts, an operator writing a graph input, a
 tiny quantization scale) crashes the process with a segfault or an abort while the
-interpreter prepares or runs it (the campaign of :mod:`keras_seq.reliability.tflite`
+interpreter prepares or runs it (the fault campaign's ``tools/reliability/tflite.py``
 found dozens). :func:`check_tflite` walks the whole file first and raises
 :class:`CorruptModelError` saying what is wrong and where:
 

@@ -1,7 +1,7 @@
 """Bad command lines are refused before any work, in one line, with the nearest match.
 
 The quick campaign runs once; each known bug has its own regression test. Commands run in
-this process with the work behind them replaced by tripwires (keras_seq.reliability.cli)."""
+this process with the work behind them replaced by tripwires (tools.reliability.cli)."""
 
 import argparse
 
@@ -9,7 +9,7 @@ import pytest
 
 from keras_seq.data.corpus import parse_split
 from keras_seq.errors import DataError
-from keras_seq.reliability import cli as campaign
+from tools.reliability import cli as campaign
 
 
 def test_quick_campaign_rows_are_ok(tmp_path):

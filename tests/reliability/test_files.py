@@ -18,8 +18,8 @@ from keras_seq.data.tokenizers import (
 )
 from keras_seq.errors import DataError, KerasSeqError
 from keras_seq.ngram import read_arpa, train_kneser_ney, write_arpa
-from keras_seq.reliability.files import run
 from keras_seq.tasks.lm.config import LMConfig
+from tools.reliability.files import run
 
 
 @pytest.fixture(scope="module")

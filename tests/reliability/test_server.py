@@ -17,10 +17,10 @@ import time
 import pytest
 
 from keras_seq.errors import KerasSeqError
-from keras_seq.reliability import server as server_area
 from keras_seq.serving.app import ServeConfig, create_app, uvicorn_config
 from keras_seq.serving.layout import publish_saved_model
 from keras_seq.serving.registry import ModelRegistry
+from tools.reliability import server as server_area
 
 
 def _check(rows):
@@ -32,7 +32,7 @@ def _check(rows):
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     """One campaign server for both quick areas (each server start imports TensorFlow:
-    seconds; `keras-seq bench reliability` gives each area its own)."""
+    seconds; `python -m tools.reliability` gives each area its own)."""
     with server_area.campaign_server("quick", tmp_path_factory.mktemp("live")) as srv:
         yield srv
 
@@ -44,7 +44,7 @@ def test_quick_server_campaign(live, tmp_path):
 
 
 def test_quick_soak(live, tmp_path):
-    from keras_seq.reliability import soak
+    from tools.reliability import soak
 
     rows = soak.run("quick", tmp_path, print, server=live)
     _check(rows)

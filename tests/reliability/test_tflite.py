@@ -15,9 +15,9 @@ from ai_edge_litert import schema_py_generated as schema
 
 from keras_seq.cli import main
 from keras_seq.errors import KerasSeqError
-from keras_seq.reliability.tflite import SCENARIOS, export_models, run, run_workers
 from keras_seq.runtime.flatbuffer_check import CorruptModelError, check_tflite
 from keras_seq.runtime.litert import LiteRTLM
+from tools.reliability.tflite import SCENARIOS, export_models, run, run_workers
 
 MODEL = "step_dynamic"
 

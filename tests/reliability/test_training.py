@@ -18,7 +18,7 @@ from keras_seq.training.callbacks import MetricsCSV
 
 
 def test_quick_campaign_loses_nothing(tmp_path):
-    from keras_seq.reliability import training
+    from tools.reliability import training
 
     rows = training.run("quick", tmp_path, print)
     assert len(rows) >= 3  # a kill, a damaged checkpoint, the disk (one row where not run)

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from keras_seq.reliability import Row
+from tools.reliability import Row
 
 #: commands whose own function runs (it checks flags before the tripwires); every other
 #: command is replaced by a tripwire once its flags are parsed

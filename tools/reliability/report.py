@@ -1,6 +1,6 @@
 """Run the reliability areas and write the table (``docs/reliability.md``).
 
->>> from keras_seq.reliability import Row
+>>> from tools.reliability import Row
 >>> print(markdown_table([Row("a scenario", 10)]))
 | area | scenario | trials / cases | failures | data lost | notes |
 |---|---|---:|---:|---|---|
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from keras_seq.errors import KerasSeqError
-from keras_seq.reliability import AREAS, SCALES, Row
+from tools.reliability import AREAS, SCALES, Row
 
 
 def run_areas(areas, scale: str = "quick", workdir=None, printer=print) -> dict:
@@ -65,12 +65,15 @@ def markdown_report(results: dict, command: str, scale: str, seconds: float) -> 
     return f"""# Reliability
 
 What keras-seq promises when things go wrong, and how often it kept the promise.
-Produced by one command (scale `{scale}`, {seconds / 60:.1f} min on
+Produced by the fault campaign (`tools/reliability/`, a development harness outside the
+library) with one command from the project root (scale `{scale}`, {seconds / 60:.1f} min on
 {platform.machine()} {platform.system()}, Python {platform.python_version()}):
 
 ```sh
 {command}
 ```
+
+(`make reliability` runs the full campaign and rewrites this page.)
 
 {verdict}
 

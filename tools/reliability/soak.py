@@ -2,7 +2,7 @@
 
 The server is a ``keras-seq serve`` subprocess on a free port of 127.0.0.1 (defaults but
 the port: dynamic batching, polling the model base every second) serving the tiny model of
-:mod:`keras_seq.reliability.server`. Each client is a thread with its own keep-alive
+:mod:`tools.reliability.server`. Each client is a thread with its own keep-alive
 connection sending a mix of real requests back to back: ``score``, ``next_tokens`` (row
 and columnar), ``generate``, model status and metadata. After a warm-up the server's RSS is
 sampled every second; the promises are no error response at all, RSS growth of at most 5%
@@ -25,8 +25,8 @@ import threading
 import time
 from pathlib import Path
 
-from keras_seq.reliability import Row
-from keras_seq.reliability.server import MIB, MODEL, ServerProcess, tiny_saved_model
+from tools.reliability import Row
+from tools.reliability.server import MIB, MODEL, ServerProcess, tiny_saved_model
 
 #: per scale: clients, measured seconds, warm-up seconds, the RSS growth allowed (a
 #: fraction of the start) and the p99 latency bound (ms; the machine is shared by the

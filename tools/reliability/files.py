@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from keras_seq.errors import DataError, KerasSeqError
-from keras_seq.reliability import Row
+from tools.reliability import Row
 
 #: cases per scenario
 COUNTS = {

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keras_seq.benchmarks.serve import rss_bytes
-from keras_seq.reliability import Row
 from keras_seq.serving.app import LISTEN_BACKLOG
+from tools.reliability import Row
 
 MIB = 2**20
 MODEL = "lm"
@@ -87,7 +87,7 @@ def tiny_saved_model(printer=print) -> Path:
     tokenizer = make_tokenizer("word").fit(" ".join(_WORDS) + "\n")
     model = build_model(LMConfig(embed_dim=8, units=12, batch_size=1, bptt=6, seed=3),
                         tokenizer.vocab_size)
-    _CACHE["saved"] = export_saved_model("(untrained, keras_seq.reliability.server)",
+    _CACHE["saved"] = export_saved_model("(untrained, tools.reliability.server)",
                                          root / "saved_model", printer=lambda *a: None,
                                          model=model, tokenizer=tokenizer)
     return _CACHE["saved"]

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_seq.reliability import Row
+from keras_seq.atomic import KILL_AT_ENV
+from tools.reliability import Row
 
 EPOCHS = 3
 TRAINERS = {
@@ -55,11 +56,14 @@ def kill_points(task: str) -> list[str]:
             "metrics.csv:3:mid-write", "metrics.json:1:mid-write"]
 
 
-def _env(**extra) -> dict:
+def _env(kill_at: str | None = None) -> dict:
+    """The trainers' environment; ``kill_at`` (``NAME:N:PHASE``) arms the crash hook
+    (:data:`keras_seq.atomic.KILL_AT_ENV`), which is otherwise cleared."""
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": "",
-           "TF_CPP_MIN_LOG_LEVEL": "3", **extra}
-    if "KERAS_SEQ_KILL_AT" not in extra:
-        env.pop("KERAS_SEQ_KILL_AT", None)
+           "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env.pop(KILL_AT_ENV, None)
+    if kill_at:
+        env[KILL_AT_ENV] = kill_at
     return env
 
 
@@ -138,7 +142,7 @@ def kill_trial(task, folder: Path, reference: Path, point: str | None, delay: fl
     then ``--resume`` to the end. Returns ``(what happened, problems)``."""
     run_dir = folder / f"{task}-kill-{(point or f'random-{delay:.2f}s').replace(':', '-')}"
     shutil.rmtree(run_dir, ignore_errors=True)
-    env = _env(KERAS_SEQ_KILL_AT=point) if point else _env()
+    env = _env(kill_at=point)
     proc = subprocess.Popen(_command(task, run_dir), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     if point is None:

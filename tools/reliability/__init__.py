@@ -6,8 +6,10 @@ requests against a live server) and counts what went wrong. ``scale`` is ``"quic
 (the few trials and few hundred cases CI runs through ``tests/reliability``) or
 ``"full"`` (the campaign behind ``docs/reliability.md``).
 
-``keras-seq bench reliability`` runs the areas and writes the table
-(:mod:`keras_seq.reliability.report`).
+``python -m tools.reliability`` (from the project root; ``make reliability`` for the full
+campaign) runs the areas and writes the table (:mod:`tools.reliability.report`). The
+campaign is a development harness, not part of the library: it needs the development
+dependencies (hypothesis, schemathesis) and ``keras_seq`` never imports it.
 
 >>> row = Row("kill -9 during train lm", cases=10, failures=0)
 >>> row.ok, row.data_lost
@@ -20,12 +22,12 @@ from dataclasses import asdict, dataclass
 
 #: area name → module (each has ``run(scale, workdir, printer)``), in the report's order
 AREAS = {
-    "training": "keras_seq.reliability.training",  # kill -9, corrupt checkpoints, full disk
-    "files": "keras_seq.reliability.files",  # corpora, tokenizers, ARPA, config, .keras
-    "tflite": "keras_seq.reliability.tflite",  # truncated / bit-flipped .tflite files
-    "cli": "keras_seq.reliability.cli",  # bad command lines, parser property tests
-    "server": "keras_seq.reliability.server",  # generated + hostile requests, floods
-    "soak": "keras_seq.reliability.soak",  # 16 clients for minutes: RSS, p99, errors
+    "training": "tools.reliability.training",  # kill -9, corrupt checkpoints, full disk
+    "files": "tools.reliability.files",  # corpora, tokenizers, ARPA, config, .keras
+    "tflite": "tools.reliability.tflite",  # truncated / bit-flipped .tflite files
+    "cli": "tools.reliability.cli",  # bad command lines, parser property tests
+    "server": "tools.reliability.server",  # generated + hostile requests, floods
+    "soak": "tools.reliability.soak",  # 16 clients for minutes: RSS, p99, errors
 }
 SCALES = ("quick", "full")
 

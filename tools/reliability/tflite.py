@@ -29,7 +29,7 @@ file that still loads and runs with finite outputs is a model LiteRT accepts as 
 (most are weight bytes, names or unused fields): it is counted as "accepted (still
 valid)", not as a failure; the notes say how many changed the logits. The same files are
 also loaded by plain LiteRT (no keras-seq checks), to measure what the checks prevent.
-``python -m keras_seq.reliability.tflite --worker MODE LIST START`` is the worker.
+``python -m tools.reliability.tflite --worker MODE LIST START`` is the worker.
 
 >>> data, how = MUTATORS["flipped"](bytes(16), 0, random.Random(0), [])
 >>> how, sum(bin(byte).count("1") for byte in data)
@@ -54,8 +54,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import keras_seq
 from keras_seq.errors import KerasSeqError
-from keras_seq.reliability import Row
+from tools.reliability import Row
 
 #: the exported models the mutations start from
 SOURCES = ("step_dynamic", "step_int8", "step_fused_float32")
@@ -398,11 +399,12 @@ def make_cases(scale: str, workdir: Path, models: Path, seed: int = 0) -> list[C
 
 
 def _env() -> dict:
-    import keras_seq
-
+    """The workers' environment: the project root (holding ``tools/``, the worker's
+    package) and the folder ``keras_seq`` was imported from first on ``PYTHONPATH``."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    root = str(Path(keras_seq.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    roots = dict.fromkeys((str(Path(__file__).resolve().parents[2]),  # tools/reliability/
+                           str(Path(keras_seq.__file__).resolve().parents[1])))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (*roots, env.get("PYTHONPATH")) if p)
     return env
 
 
@@ -455,7 +457,7 @@ def _worker_pass(mode, listing, start, results, log, timeout) -> tuple[int | Non
     """One worker from ``start`` on: fills ``results``; returns ``(index it died or hung
     on or None, exit status)``."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "keras_seq.reliability.tflite", "--worker", mode,
+        [sys.executable, "-m", "tools.reliability.tflite", "--worker", mode,
          str(listing), str(start)], stdout=subprocess.PIPE, stderr=log, text=True, env=_env())
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
@@ -675,4 +677,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--worker":
         _worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
-        sys.exit("usage: python -m keras_seq.reliability.tflite --worker runtime|raw LIST START")
+        sys.exit("usage: python -m tools.reliability.tflite --worker runtime|raw LIST START")
