@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from keras_seq.serving.batching import Batcher
 from keras_seq.serving.codec import Limits, parse_predict
+from keras_seq.serving.dynamic_batching import Batcher
 from keras_seq.serving.errors import ServingError
 from keras_seq.serving.servable import InputSpec, SignatureInfo
 

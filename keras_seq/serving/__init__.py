@@ -4,7 +4,7 @@
 * :mod:`~keras_seq.serving.registry`: loads the highest version, polls for new ones;
 * :mod:`~keras_seq.serving.codec`: TF Serving's row (``instances``) and columnar (``inputs``)
   JSON, limits;
-* :mod:`~keras_seq.serving.batching`: dynamic batching on worker threads;
+* :mod:`~keras_seq.serving.dynamic_batching`: dynamic batching on worker threads;
 * :mod:`~keras_seq.serving.app`: the FastAPI app and :func:`run_server` (uvicorn).
 
 Only :mod:`layout` is imported here, so ``keras-seq serve --help`` stays fast.

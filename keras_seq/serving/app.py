@@ -39,7 +39,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
-from keras_seq.serving.batching import Batcher
 from keras_seq.serving.codec import (
     Limits,
     encode_classify,
@@ -47,6 +46,7 @@ from keras_seq.serving.codec import (
     parse_classify,
     parse_predict,
 )
+from keras_seq.serving.dynamic_batching import Batcher
 from keras_seq.serving.errors import ServingError, bad_request
 from keras_seq.serving.registry import ModelRegistry
 
