@@ -1,0 +1,273 @@
+"""The documentation stays in step with the code.
+
+Every ``keras-seq …`` command shown in a shell code block of README.md or docs/*.md must
+parse with the real CLI parser (a flag the CLI refuses fails the test, naming the file,
+the line and argparse's message); a few cheap ones run for real; and every relative link
+in those files points to a file that exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from keras_seq.cli import build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+# Fenced blocks in these languages hold shell commands ("" = no language given).
+SHELL_LANGUAGES = {"", "sh", "bash", "shell", "console"}
+# Tokens that end one command of a shell line and start the next.
+SEPARATORS = {"|", "||", "&&", ";", "&"}
+ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# "keras-seq train lm ... --jit-compile": "..." stands for the flags shown before.
+ELLIPSIS = {"...", "…"}
+
+
+@dataclass(frozen=True)
+class DocCommand:
+    """One ``keras-seq`` command found in a doc: where it is and its argv (after the
+    program name)."""
+
+    path: Path
+    line: int
+    text: str
+    argv: tuple[str, ...]
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT) if self.path.is_absolute() else self.path}" \
+               f":{self.line}"
+
+
+def shell_blocks(markdown: str):
+    """Yield (first line number, lines) of each fenced code block in a shell language."""
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        fence = re.match(r"^\s*(```+|~~~+)\s*([\w+-]*)", lines[i])
+        if not fence:
+            i += 1
+            continue
+        marker, language = fence.group(1), fence.group(2).lower()
+        start, i = i + 2, i + 1  # start: the 1-based number of the block's first line
+        body = []
+        while i < len(lines) and not lines[i].strip().startswith(marker):
+            body.append(lines[i])
+            i += 1
+        i += 1
+        if language in SHELL_LANGUAGES:
+            yield start, body
+
+
+def logical_lines(start: int, body: list[str]):
+    """Join ``\\``-continued lines; yield (line number of the first piece, text) with a
+    leading ``$ `` prompt removed."""
+    pending, first = "", start
+    for number, raw in enumerate(body, start):
+        if not pending:
+            first = number
+        line = raw.rstrip()
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        text = (pending + line).strip()
+        pending = ""
+        if text.startswith("$ "):
+            text = text[2:]
+        if text:
+            yield first, text
+    if pending.strip():
+        yield first, pending.strip()
+
+
+def split_commands(text: str) -> list[list[str]]:
+    """Shell words of each command on a line (split at pipes, ``&&``, ``;``); ``#``
+    comments dropped. A line that is not valid shell (an unclosed quote in output shown
+    as a block) yields nothing."""
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    try:
+        words = list(lexer)
+    except ValueError:
+        return []
+    commands, current = [], []
+    for word in words:
+        if word in SEPARATORS:
+            commands.append(current)
+            current = []
+        else:
+            current.append(word)
+    commands.append(current)
+    return [command for command in commands if command]
+
+
+def keras_seq_argv(words: list[str]) -> tuple[str, ...] | None:
+    """The arguments after ``keras-seq`` (env-var prefixes skipped, ``.venv/bin/keras-seq``
+    accepted), or None when the command is something else."""
+    while words and ENV_ASSIGNMENT.match(words[0]):
+        words = words[1:]
+    if not words or Path(words[0]).name != "keras-seq":
+        return None
+    return tuple(word for word in words[1:] if word not in ELLIPSIS)
+
+
+def doc_commands(path: Path, markdown: str | None = None) -> list[DocCommand]:
+    """Every ``keras-seq`` command in the shell code blocks of one markdown file."""
+    markdown = path.read_text(encoding="utf-8") if markdown is None else markdown
+    found = []
+    for start, body in shell_blocks(markdown):
+        for line, text in logical_lines(start, body):
+            for words in split_commands(text):
+                argv = keras_seq_argv(words)
+                if argv is not None:
+                    found.append(DocCommand(path, line, text, argv))
+    return found
+
+
+_PARSER = None
+
+
+def parse_problem(command: DocCommand) -> str | None:
+    """None when the CLI parser accepts ``command`` (``--help`` exiting 0 included),
+    else a message naming the doc, the line and argparse's complaint."""
+    global _PARSER
+    if _PARSER is None:
+        _PARSER = build_parser()
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            _PARSER.parse_args(list(command.argv))
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            message = " ".join(err.getvalue().split()) or f"exit status {stop.code}"
+            return f"{command.where}: `keras-seq {' '.join(command.argv)}`: {message}"
+    return None
+
+
+ALL_COMMANDS = [command for path in DOC_FILES for command in doc_commands(path)]
+
+
+def test_the_docs_show_commands():
+    # If the extractor broke (or the docs lost their commands), the parse test below
+    # would pass vacuously.
+    assert len(ALL_COMMANDS) >= 50, [c.where for c in ALL_COMMANDS]
+    readme = [c for c in ALL_COMMANDS if c.path.name == "README.md"]
+    assert readme, "README.md shows no keras-seq command in a shell block"
+
+
+@pytest.mark.parametrize("command", ALL_COMMANDS, ids=lambda c: c.where)
+def test_doc_command_parses(command):
+    problem = parse_problem(command)
+    assert problem is None, problem
+
+
+def test_extractor_handles_shell_forms():
+    markdown = "\n".join([
+        "text",
+        "```sh",
+        "$ keras-seq data stats --data tinyshakespeare \\",
+        "    --tokenizer char   # a comment",
+        "KERAS_SEQ_DATA_DIR=../shared/data keras-seq ngram train --order 3 --out kn3.arpa",
+        "printf 'x\\n' | .venv/bin/keras-seq demo --model RUN/model.tflite --lines",
+        "keras-seq train lm ... --jit-compile && echo done",
+        "ls runs",
+        "```",
+        "```yaml",
+        "args: keras-seq train lm --no-such-flag",
+        "```",
+        "```python",
+        "keras-seq --ignored-in-python",
+        "```",
+    ])
+    found = doc_commands(Path("x.md"), markdown)
+    assert [(c.line, c.argv) for c in found] == [
+        (3, ("data", "stats", "--data", "tinyshakespeare", "--tokenizer", "char")),
+        (5, ("ngram", "train", "--order", "3", "--out", "kn3.arpa")),
+        (6, ("demo", "--model", "RUN/model.tflite", "--lines")),
+        (7, ("train", "lm", "--jit-compile")),
+    ]
+
+
+def test_a_flag_the_cli_refuses_fails_naming_file_line_and_reason():
+    markdown = "intro\n\n```sh\nkeras-seq data stats --data python-docs --no-such-flag 3\n```\n"
+    [command] = doc_commands(Path("docs/x.md"), markdown)
+    problem = parse_problem(command)
+    assert problem is not None
+    assert problem.startswith("docs/x.md:4: `keras-seq data stats")
+    assert "unrecognized arguments: --no-such-flag" in problem
+    help_command = doc_commands(Path("y.md"), "```sh\nkeras-seq train lm --help\n```\n")[0]
+    assert parse_problem(help_command) is None
+
+
+def _cheap(command: DocCommand) -> bool:
+    """Commands the docs show that finish in seconds without TensorFlow."""
+    argv = command.argv
+    if argv == ("--help",):
+        return True
+    return argv[:2] == ("data", "stats") and "--tokenizer" in argv and \
+        argv[argv.index("--tokenizer") + 1] == "char"
+
+
+CHEAP_COMMANDS = [command for command in ALL_COMMANDS if _cheap(command)]
+
+
+def test_some_doc_commands_are_run_for_real():
+    assert {c.argv[0] for c in CHEAP_COMMANDS} >= {"--help", "data"}, \
+        "the docs no longer show `keras-seq --help` and a char-level `data stats`"
+
+
+@pytest.mark.parametrize("command", CHEAP_COMMANDS, ids=lambda c: c.where)
+def test_cheap_doc_command_runs(command):
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_seq.cli", *command.argv],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    assert result.returncode == 0, f"{command.where}: {result.stderr.strip()[-2000:]}"
+    if "--json" in command.argv:
+        stats = json.loads(result.stdout)
+        assert stats, f"{command.where}: empty JSON"
+    elif command.argv == ("--help",):
+        assert "train" in result.stdout and "export" in result.stdout
+    else:
+        assert "token" in result.stdout.lower(), result.stdout
+
+
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def relative_links(path: Path):
+    """(line number, target) of each relative link outside code blocks and code spans."""
+    in_fence = False
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if re.match(r"^\s*(```|~~~)", line):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        for match in LINK.finditer(re.sub(r"`[^`]*`", "", line)):
+            target = match.group(1)
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue  # http(s)://, mailto:, an anchor in the same page
+            yield number, target
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_point_to_files(path):
+    missing = [
+        f"{path.relative_to(ROOT)}:{number}: {target}"
+        for number, target in relative_links(path)
+        if not (path.parent / target.split("#")[0]).exists()
+    ]
+    assert not missing, "links to missing files:\n" + "\n".join(missing)
