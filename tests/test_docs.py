@@ -30,6 +30,9 @@ SHELL_LANGUAGES = {"", "sh", "bash", "shell", "console"}
 # Tokens that end one command of a shell line and start the next.
 SEPARATORS = {"|", "||", "&&", ";", "&"}
 ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# "<RUN>" in a doc is a placeholder, not a redirection: it parses as the word RUN.
+PLACEHOLDER = re.compile(r"<([A-Za-z][\w.-]*)>")
+REDIRECTIONS = {">", ">>", "<", ">&", "&>", "<<<"}
 # "keras-seq train lm ... --jit-compile": "..." stands for the flags shown before.
 ELLIPSIS = {"...", "…"}
 
@@ -95,6 +98,8 @@ def split_commands(text: str) -> list[list[str]]:
     """Shell words of each command on a line (split at pipes, ``&&``, ``;``); ``#``
     comments dropped. A line that is not valid shell (an unclosed quote in output shown
     as a block) yields nothing."""
+    text = PLACEHOLDER.sub(r"\1", text)
+    text = re.sub(r"(?<!\S)\d(?=>)", "", text)  # "2>err.txt": the fd is not an argument
     lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     lexer.commenters = "#"
@@ -103,8 +108,11 @@ def split_commands(text: str) -> list[list[str]]:
     except ValueError:
         return []
     commands, current = [], []
+    words = iter(words)
     for word in words:
-        if word in SEPARATORS:
+        if word in REDIRECTIONS:
+            next(words, None)  # the file (or &1) it redirects to
+        elif word in SEPARATORS:
             commands.append(current)
             current = []
         else:
@@ -182,6 +190,7 @@ def test_extractor_handles_shell_forms():
         "KERAS_SEQ_DATA_DIR=../shared/data keras-seq ngram train --order 3 --out kn3.arpa",
         "printf 'x\\n' | .venv/bin/keras-seq demo --model RUN/model.tflite --lines",
         "keras-seq train lm ... --jit-compile && echo done",
+        "keras-seq data tokenize --data python-docs --out <FILE> 2>&1 > log.txt",
         "ls runs",
         "```",
         "```yaml",
@@ -197,6 +206,7 @@ def test_extractor_handles_shell_forms():
         (5, ("ngram", "train", "--order", "3", "--out", "kn3.arpa")),
         (6, ("demo", "--model", "RUN/model.tflite", "--lines")),
         (7, ("train", "lm", "--jit-compile")),
+        (8, ("data", "tokenize", "--data", "python-docs", "--out", "FILE")),
     ]
 
 
