@@ -268,16 +268,56 @@ def relative_links(path: Path):
             continue
         for match in LINK.finditer(re.sub(r"`[^`]*`", "", line)):
             target = match.group(1)
-            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
-                continue  # http(s)://, mailto:, an anchor in the same page
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                continue  # http(s)://, mailto:
             yield number, target
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a markdown file's headings: lower case, punctuation
+    dropped, spaces as hyphens, ``-1``, ``-2`` … for repeats."""
+    anchors, in_fence = set(), False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if re.match(r"^\s*(```|~~~)", line):
+            in_fence = not in_fence
+        heading = None if in_fence else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if heading:
+            text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.group(1))
+            slug = re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+            anchor, n = slug, 0
+            while anchor in anchors:
+                n += 1
+                anchor = f"{slug}-{n}"
+            anchors.add(anchor)
+    return anchors
+
+
+def broken_links(path: Path, root: Path = ROOT) -> list[str]:
+    """Relative links of ``path`` to a missing file, or to a missing heading of a
+    markdown file (``page.md#anchor``)."""
+    broken = []
+    for number, target in relative_links(path):
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file) if file else path
+        if not linked.exists():
+            broken.append(f"{path.relative_to(root)}:{number}: {target} (no such file)")
+        elif anchor and linked.suffix == ".md" and anchor not in heading_anchors(linked):
+            broken.append(f"{path.relative_to(root)}:{number}: {target} (no such heading)")
+    return broken
 
 
 @pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_point_to_files(path):
-    missing = [
-        f"{path.relative_to(ROOT)}:{number}: {target}"
-        for number, target in relative_links(path)
-        if not (path.parent / target.split("#")[0]).exists()
-    ]
-    assert not missing, "links to missing files:\n" + "\n".join(missing)
+    broken = broken_links(path)
+    assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+def test_heading_anchors_follow_github(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# The main job (`make demo`), measured\n## Encoder–decoder\n"
+                    "## Data\n## Data\n```sh\n# not a heading\n```\n"
+                    "[ok](#data-1) [bad](#nope) [gone](missing.md)\n", encoding="utf-8")
+    assert heading_anchors(page) == {"the-main-job-make-demo-measured", "encoderdecoder",
+                                     "data", "data-1"}
+    assert broken_links(page, root=tmp_path) == ["page.md:8: #nope (no such heading)",
+                                                 "page.md:8: missing.md (no such file)"]
