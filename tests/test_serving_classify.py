@@ -123,14 +123,18 @@ def test_classify_concurrent_calls_are_batched(server, reference):
     ({"examples": ["the film"]}, "example 0 must be an object"),
     ({"examples": [{"inputs": "a", "text": "b"}]}, "example 0 must be an object"),
     ({"examples": [{"review": "a"}]}, "example 0 must be an object"),
-    ({"examples": [{"inputs": 3}]}, "expects strings"),
-    ({"examples": [{"inputs": ["a", "b"]}]}, "expects strings"),
+    ({"examples": [{"inputs": 3}]}, "input 'inputs': got 3 (an integer), expected a string"),
+    ({"examples": [{"inputs": ["a", "b"]}]}, "input 'inputs': got [\"a\", \"b\"] (a list)"),
+    ({"examples": [{"text": None}]}, "input 'inputs': got null, expected a string"),
+    ({"examples": [{"inputs": {"b64": "YQ==" * 16}}]}, "got {\"b64\": …} of 64 bytes, expected"),
     ({"examples": [{"inputs": "a"}], "context": {"lang": "en"}}, "\"context\" features"),
     ({"examples": [{"inputs": "a"}], "signature_name": 3}, "must be a string"),
     ({"examples": [{"inputs": "a"}], "signature_name": "nope"},
      'Serving signature name: "nope" not found'),
     ({"examples": [{"inputs": "a"}] * 7}, "limit of 6 per request"),
-    ({"examples": [{"inputs": "a" * 61}]}, "limit of 60"),
+    ({"examples": [{"inputs": "a" * 61}]},
+     "input 'inputs': got a string of 61 characters, expected a string (or {\"b64\": …}) of "
+     "at most 60 characters"),
     ([{"inputs": "a"}], "must be a JSON object"),
 ])
 def test_classify_bad_bodies(server, body, fragment):

@@ -106,16 +106,17 @@ def test_texts_without_tokens_score_the_same_alone_or_in_a_batch(server):
 
 
 def test_wrong_types_and_shapes(server):
-    expect(predict(server, {"instances": [1, 2]}), 400, "expects strings")
+    expect(predict(server, {"instances": [1, 2]}), 400, "input 'text': got 1 (an integer)")
     expect(predict(server, {"instances": [["a"], ["b"]]}), 400, "shape [2, 1]")
     expect(predict(server, {"inputs": "a"}), 400, "shape []")
     expect(predict(server, {"inputs": [["a", "b"], ["c"]]}), 400, "ragged")
     nt = {"signature_name": "next_tokens"}
-    expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": "3"}}), 400, "integers")
-    expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": 2.5}}), 400, "integers")
-    expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": True}}), 400, "integers")
+    expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": "3"}}), 400, "expected an integer")
+    expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": 2.5}}), 400, "expected an integer")
+    expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": True}}), 400, "an integer")
     expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": [3]}}), 400, "shape [1]")
-    expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": 2**40}}), 400, "out of range")
+    expect(predict(server, {**nt, "inputs": {"text": ["a"], "k": 2**40}}), 400,
+           "expected an integer from 1 to 1000")
     expect(predict(server, {**nt, "inputs": {"text": ["a"]}}), 400, "expects ['k', 'text']")
     expect(predict(server, {**nt, "instances": [{"text": "a", "k": 1}, {"text": "b", "k": 2}]}),
            400, "same value")
@@ -123,7 +124,7 @@ def test_wrong_types_and_shapes(server):
     expect(predict(server, {"instances": [{"b64": "!!!"}]}), 400, "base64")
     step = {"signature_name": "step", "instances": [{"token": 10**6, "h0": [0.0] * 12,
                                                       "c0": [0.0] * 12}]}
-    expect(predict(server, step), 400, "")  # token id out of the vocabulary
+    expect(predict(server, step), 400, "input 'token': got 1000000")  # not in the vocabulary
     step["instances"][0]["token"] = 1
     step["instances"][0]["h0"] = [0.0] * 3
     expect(predict(server, step), 400, "shape [1, 3]")
@@ -134,15 +135,15 @@ def test_limits(server):
            "larger than the limit")
     expect(predict(server, {"instances": ["a"] * 5}), 400, "more than the limit of 4")
     expect(predict(server, {"inputs": ["a"] * 5}), 400, "more than the limit of 4")
-    expect(predict(server, {"instances": ["a" * 51]}), 400, "longer than the limit of 50")
+    expect(predict(server, {"instances": ["a" * 51]}), 400, "at most 50 characters")
     gen = {"signature_name": "generate", "inputs": {"prompt": ["a"], "max_tokens": 9,
                                                     "temperature": 1.0, "top_k": 0,
                                                     "seed": 1}}
-    expect(predict(server, gen), 400, "between 1 and 8")
+    expect(predict(server, gen), 400, "input 'max_tokens': got 9, expected an integer from 1 to 8")
     gen["inputs"]["max_tokens"] = 8
     assert predict(server, gen).status_code == 200
     gen["inputs"]["temperature"] = float("nan")
-    expect(predict(server, None, raw=json.dumps(gen)), 400, "temperature")
+    expect(predict(server, None, raw=json.dumps(gen)), 400, "input 'temperature': got NaN")
 
 
 def test_chunked_oversized_body_is_413(server):

@@ -16,6 +16,17 @@ named outputs when the signature has several), columnar ones ``{"outputs": {...}
 bare value for a single output). String outputs are UTF-8 text, ``{"b64": …}`` for outputs
 named ``*_bytes``.
 
+Every value is checked against its field's declared range (:func:`request_fields`, one
+table; an input it does not name gets its dtype's range) while it is decoded, before the
+model runs: ``k`` from 1 to ``max_k``, ``max_tokens`` from 1 to ``--max-generated-tokens``,
+``temperature`` a finite number from 0 to 10⁶, ``top_k`` from 0 (the whole vocabulary) to
+``max_k``, ``seed`` from 0 to 2³¹-1, ``token`` ids below the vocabulary size, texts up to
+``--max-text-length``, other numbers finite and within their dtype. A value outside (or of
+the wrong JSON type) is a 400 naming the input, the value received and the range
+expected::
+
+    {"error": "input 'k': got 0, expected an integer from 1 to 1000 (how many of …)"}
+
 Classify (``POST …:classify``, TF Serving's Classify API, for SavedModels written by
 ``keras-seq export classifier``)::
 
@@ -33,11 +44,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from keras_seq.serving.errors import bad_request
+from keras_seq.ranges import Range
+from keras_seq.serving.errors import ServingError, bad_request
 from keras_seq.serving.servable import InputSpec, SignatureInfo
 
 
@@ -46,7 +60,7 @@ class Limits:
     max_instances: int = 64  # rows per request
     max_text_length: int = 2000  # characters per string input
     max_generated_tokens: int = 256  # ``max_tokens`` of generate
-    max_k: int = 1000  # ``k`` of next_tokens (clipped to the vocabulary anyway)
+    max_k: int = 1000  # ``k`` of next_tokens, ``top_k`` of generate
 
 
 @dataclass
@@ -57,51 +71,170 @@ class PredictRequest:
     columnar: bool
 
 
+# ----------------------------------------------------------------------------------------
+# The declared range of every request field, checked value by value while decoding
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Field:
+    """What one request field accepts: values of ``dtype`` in ``range`` (for strings, their
+    length in characters, or bytes for ``{"b64": …}``); ``means`` is said in every error.
+
+    >>> Field("int32", Range(1, 8), "how many").expected()
+    'an integer from 1 to 8'
+    """
+
+    dtype: str  # the signature input's dtype ("string", "int32", "float32", "bool", …)
+    range: Range | None = None  # None: no range (bool)
+    means: str = ""
+
+    @property
+    def kind(self) -> str:
+        return _KINDS.get(self.dtype, "unsupported")
+
+    def expected(self) -> str:
+        if self.kind == "text":
+            return f"a string (or {{\"b64\": …}}) of at most {self.range.high:g} characters"
+        if self.kind == "bool":
+            return "true or false"
+        if self.kind == "integer":
+            return f"an integer {self.range}"
+        return f"a finite number {self.range}"
+
+
+def request_fields(limits: Limits, vocab_size: int | None = None) -> dict[str, Field]:
+    """The declared range of every input of the keras-seq signatures, by input name (the
+    table the server checks each request against, before the model runs).
+
+    An input that is not here, or whose dtype differs (another SavedModel), gets the range
+    of its dtype (:func:`dtype_field`). ``vocab_size`` (the model's, when the signature
+    shows it) bounds token ids.
+
+    >>> fields = request_fields(Limits())
+    >>> str(fields["k"].range), str(fields["temperature"].range)
+    ('from 1 to 1000', 'from 0 to 1000000')
+    """
+    text = Field("string", Range(0, limits.max_text_length),
+                 "a text; the server's --max-text-length")
+    ids = Range(0, vocab_size, high_open=True) if vocab_size else Range(0, INT32_MAX)
+    return {
+        "text": text,  # score, next_tokens (and seq2seq's serving_default)
+        "prompt": text,  # generate
+        "inputs": text,  # classify, tag (and :classify examples)
+        "k": Field("int32", Range(1, limits.max_k),
+                   "how many of the most likely next tokens to return, at most the "
+                   "server's limit; a k above the vocabulary size returns all of it"),
+        "max_tokens": Field("int32", Range(1, limits.max_generated_tokens),
+                            "how many tokens to generate; the server's "
+                            "--max-generated-tokens"),
+        "temperature": Field("float32", Range(0, 1e6),
+                             "the sampling temperature: 0 always picks the most likely "
+                             "token, 1 samples the model's own distribution"),
+        "top_k": Field("int32", Range(0, limits.max_k),
+                       "sample among the top_k most likely tokens; 0: the whole vocabulary"),
+        "seed": Field("int32", Range(0, INT32_MAX),
+                      "the sampling seed: the same seed and prompt give the same text"),
+        "token": Field("int32", ids, "a token id of the model's vocabulary, below its size"),
+        "tokens": Field("int32", ids, "token ids of the model's vocabulary"),
+    }
+
+
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1),
                "int8": (-128, 127), "uint8": (0, 255), "int16": (-(2**15), 2**15 - 1)}
+_FLOAT_MAX = {"float16": 65504.0, "float32": float(np.finfo(np.float32).max),
+              "float64": float(np.finfo(np.float64).max), "bfloat16": 3.38e38}
+_KINDS = {"string": "text", "bool": "bool", **dict.fromkeys(_INT_RANGES, "integer"),
+          **dict.fromkeys(_FLOAT_MAX, "number")}
 
 
-def _leaf(value, spec: InputSpec, limits: Limits):
-    kind = spec.dtype
-    if kind == "string":
+def dtype_field(spec: InputSpec, limits: Limits) -> Field:
+    """The range of an input the table does not name: what its dtype can hold (finite
+    numbers only; texts up to ``--max-text-length``)."""
+    if spec.dtype in _INT_RANGES:
+        return Field(spec.dtype, Range(*_INT_RANGES[spec.dtype]), f"any {spec.dtype}")
+    if spec.dtype in _FLOAT_MAX:
+        top = _FLOAT_MAX[spec.dtype]
+        return Field(spec.dtype, Range(-top, top), f"any finite {spec.dtype}")
+    if spec.dtype == "string":
+        return Field("string", Range(0, limits.max_text_length),
+                     "a text; the server's --max-text-length")
+    return Field(spec.dtype, None, spec.dtype)
+
+
+def field_of(spec: InputSpec, fields: dict, limits: Limits) -> Field:
+    """The declared range of input ``spec``: its entry in ``fields`` when the dtypes agree,
+    else its dtype's."""
+    field = fields.get(spec.name)
+    return field if field is not None and field.dtype == spec.dtype else \
+        dtype_field(spec, limits)
+
+
+def vocab_size(sig: SignatureInfo) -> int | None:
+    """The vocabulary size a signature shows (``step``: ``logits (1, V)``), else None."""
+    logits = sig.outputs.get("logits")
+    if logits is None or not logits.shape or logits.shape[-1] is None:
+        return None
+    return int(logits.shape[-1])
+
+
+def _shown(value) -> str:
+    """The value as the client sent it (JSON), cut short."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "…"
+
+
+_JSON_TYPES = {str: "a string", bool: "a boolean", int: "an integer", float: "a number",
+               dict: "an object", list: "a list"}
+
+
+def _refuse(name: str, got: str, field: Field) -> ServingError:
+    return bad_request(f"input '{name}': got {got}, expected {field.expected()} "
+                       f"({field.means})")
+
+
+def _leaf(value, spec: InputSpec, field: Field):
+    """One JSON value of input ``spec`` → its Python value, refused (400 naming the
+    input, the value and the range) unless it is of the field's kind and in its range."""
+    kind, name = field.kind, spec.name
+    wrong_type = "null" if value is None else \
+        f"{_shown(value)} ({_JSON_TYPES.get(type(value), type(value).__name__)})"
+    if kind == "text":
         if isinstance(value, str):
-            if len(value) > limits.max_text_length:
-                raise bad_request(f"input '{spec.name}': a text of {len(value)} characters is "
-                                  f"longer than the limit of {limits.max_text_length} "
-                                  "(--max-text-length)")
+            if len(value) not in field.range:
+                raise _refuse(name, f"a string of {len(value)} characters", field)
             return value.encode("utf-8", "surrogatepass")
         if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
             try:
                 raw = base64.b64decode(value["b64"], validate=True)
             except (binascii.Error, ValueError):
-                raise bad_request(f"input '{spec.name}': invalid base64 in {{\"b64\": …}}") \
+                raise bad_request(f"input '{name}': invalid base64 in {{\"b64\": …}}") \
                     from None
-            if len(raw) > limits.max_text_length:
-                raise bad_request(f"input '{spec.name}': {len(raw)} bytes is longer than the "
-                                  f"limit of {limits.max_text_length} (--max-text-length)")
+            if len(raw) not in field.range:
+                raise _refuse(name, f"{{\"b64\": …}} of {len(raw)} bytes", field)
             return raw
-        raise bad_request(f"input '{spec.name}' expects strings (or {{\"b64\": …}}), got "
-                          f"{type(value).__name__}")
+        raise _refuse(name, wrong_type, field)
     if kind == "bool":
         if isinstance(value, bool):
             return value
-        raise bad_request(f"input '{spec.name}' expects true/false, got {type(value).__name__}")
-    if kind in _INT_RANGES:
+        raise _refuse(name, wrong_type, field)
+    if kind == "integer":
         if isinstance(value, bool) or not isinstance(value, int):
-            raise bad_request(f"input '{spec.name}' expects integers ({kind}), got "
-                              f"{type(value).__name__}")
-        lo, hi = _INT_RANGES[kind]
-        if not lo <= value <= hi:
-            raise bad_request(f"input '{spec.name}': {value} is out of range for {kind}")
+            raise _refuse(name, wrong_type, field)
+        if value not in field.range:
+            raise _refuse(name, _shown(value), field)
         return value
-    if kind in ("float16", "float32", "float64", "bfloat16"):
+    if kind == "number":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise bad_request(f"input '{spec.name}' expects numbers ({kind}), got "
-                              f"{type(value).__name__}")
-        if isinstance(value, int) and abs(value) > 1e300:
-            raise bad_request(f"input '{spec.name}': {value} is out of range for {kind}")
+            raise _refuse(name, wrong_type, field)
+        if (isinstance(value, float) and not math.isfinite(value)) or value not in field.range:
+            raise _refuse(name, _shown(value), field)
         return float(value)
-    raise bad_request(f"input '{spec.name}' has dtype {kind}, which this server does not "
+    raise bad_request(f"input '{name}' has dtype {spec.dtype}, which this server does not "
                       "accept over JSON")
 
 
@@ -109,13 +242,14 @@ def _is_leaf(value) -> bool:
     return not isinstance(value, list)
 
 
-def _to_array(value, spec: InputSpec, limits: Limits, max_elements: int = 1_000_000):
-    """A nested JSON list → numpy array of ``spec.dtype`` (rectangular, checked)."""
+def _to_array(value, spec: InputSpec, field: Field, max_elements: int = 1_000_000):
+    """A nested JSON list → numpy array of ``spec.dtype`` (rectangular, every value in
+    ``field``'s range)."""
     flat: list = []
 
     def walk(v, depth):
         if _is_leaf(v):
-            flat.append(_leaf(v, spec, limits))
+            flat.append(_leaf(v, spec, field))
             if len(flat) > max_elements:
                 raise bad_request(f"input '{spec.name}' has more than {max_elements} values")
             return ()
@@ -135,13 +269,7 @@ def _to_array(value, spec: InputSpec, limits: Limits, max_elements: int = 1_000_
         arr = arr.reshape(shape)
     else:
         dtype = "float32" if spec.dtype == "bfloat16" else spec.dtype
-        with np.errstate(over="ignore"):
-            arr = np.array(flat, dtype=dtype).reshape(shape)
-        if arr.dtype.kind == "f":
-            wide = np.asarray(flat, dtype="float64").reshape(shape)
-            if np.any(np.isfinite(wide) & ~np.isfinite(arr)):
-                raise bad_request(f"input '{spec.name}' has values out of range for "
-                                  f"{spec.dtype}")
+        arr = np.array(flat, dtype=dtype).reshape(shape)  # in range: checked value by value
     return arr
 
 
@@ -151,19 +279,6 @@ def _check_shape(arr: np.ndarray, spec: InputSpec) -> None:
         want = "[" + ", ".join("-1" if d is None else str(d) for d in spec.shape) + "]"
         raise bad_request(f"input '{spec.name}' has shape {list(arr.shape)}, but the "
                           f"signature expects {want} (-1: any size)")
-
-
-def _check_values(name: str, arr: np.ndarray, limits: Limits) -> None:
-    """Limits on the arguments of the keras-seq signatures."""
-    if name == "max_tokens" and arr.ndim == 0:
-        if not 1 <= int(arr) <= limits.max_generated_tokens:
-            raise bad_request(f"max_tokens must be between 1 and {limits.max_generated_tokens} "
-                              f"(--max-generated-tokens), got {int(arr)}")
-    if name == "k" and arr.ndim == 0 and int(arr) > limits.max_k:
-        raise bad_request(f"k must be at most {limits.max_k}, got {int(arr)}")
-    if name == "temperature" and arr.ndim == 0 and not (
-            np.isfinite(arr) and 0 <= float(arr) <= 1e6):
-        raise bad_request(f"temperature must be a finite number ≥ 0, got {float(arr)}")
 
 
 def parse_predict(body, servable, limits: Limits) -> PredictRequest:
@@ -184,13 +299,14 @@ def parse_predict(body, servable, limits: Limits) -> PredictRequest:
         raise bad_request("the request must have exactly one of \"instances\" (row format) "
                           "or \"inputs\" (columnar format)")
     specs = sig.inputs
+    table = request_fields(limits, vocab_size(sig))
+    fields = {key: field_of(spec, table, limits) for key, spec in specs.items()}
     if has_rows:
-        inputs = _parse_rows(body["instances"], specs, limits)
+        inputs = _parse_rows(body["instances"], specs, fields, limits)
     else:
-        inputs = _parse_columns(body["inputs"], specs, limits)
+        inputs = _parse_columns(body["inputs"], specs, fields)
     for key, arr in inputs.items():
         _check_shape(arr, specs[key])
-        _check_values(key, arr, limits)
     batched = [inputs[k] for k, s in specs.items() if s.batched]
     rows = len(batched[0]) if batched else 1
     if any(len(b) != rows for b in batched):
@@ -207,7 +323,7 @@ def _named(value) -> bool:
     return isinstance(value, dict) and not (set(value) == {"b64"})
 
 
-def _parse_rows(instances, specs: dict, limits: Limits) -> dict:
+def _parse_rows(instances, specs: dict, fields: dict, limits: Limits) -> dict:
     if not isinstance(instances, list) or not instances:
         raise bad_request("\"instances\" must be a non-empty list (one entry per row)")
     if len(instances) > limits.max_instances:
@@ -227,9 +343,9 @@ def _parse_rows(instances, specs: dict, limits: Limits) -> dict:
                     raise bad_request(f"input '{key}' is a scalar shared by the whole batch; "
                                       "every instance must give the same value (or use the "
                                       "columnar \"inputs\" format)")
-                columns[key] = _to_array(values[0], spec, limits)
+                columns[key] = _to_array(values[0], spec, fields[key])
             else:
-                columns[key] = _to_array(values, spec, limits)
+                columns[key] = _to_array(values, spec, fields[key])
         return columns
     if any(_named(row) for row in instances):
         raise bad_request("\"instances\" mixes objects and plain values; use one object per "
@@ -238,20 +354,20 @@ def _parse_rows(instances, specs: dict, limits: Limits) -> dict:
         raise bad_request(f"the signature has {len(specs)} inputs ({', '.join(sorted(specs))});"
                           " give each instance as an object of named inputs")
     (key, spec), = specs.items()
-    return {key: _to_array(instances, spec, limits)}
+    return {key: _to_array(instances, spec, fields[key])}
 
 
-def _parse_columns(inputs, specs: dict, limits: Limits) -> dict:
+def _parse_columns(inputs, specs: dict, fields: dict) -> dict:
     if _named(inputs):
         if set(inputs) != set(specs):
             raise bad_request(f"\"inputs\" has {sorted(inputs)}, but the signature expects "
                               f"{sorted(specs)}")
-        return {k: _to_array(inputs[k], specs[k], limits) for k in specs}
+        return {k: _to_array(inputs[k], specs[k], fields[k]) for k in specs}
     if len(specs) != 1:
         raise bad_request(f"the signature has {len(specs)} inputs ({', '.join(sorted(specs))});"
                           " give \"inputs\" as an object of named inputs")
     (key, spec), = specs.items()
-    return {key: _to_array(inputs, spec, limits)}
+    return {key: _to_array(inputs, spec, fields[key])}
 
 
 def _jsonable(name: str, arr: np.ndarray):
@@ -345,6 +461,7 @@ def parse_classify(body, servable, limits: Limits) -> PredictRequest:
                           f"{limits.max_instances} per request (--max-instances); split the "
                           "request")
     (input_name, spec), = sig.inputs.items()
+    field = field_of(spec, request_fields(limits), limits)
     allowed = {input_name, *_EXAMPLE_KEYS}
     values = []
     for i, example in enumerate(examples):
@@ -355,7 +472,7 @@ def parse_classify(body, servable, limits: Limits) -> PredictRequest:
         (value,) = example.values()
         if isinstance(value, list) and len(value) == 1:
             value = value[0]  # a one-value feature list, as tf.Example features are
-        values.append(_leaf(value, spec, limits))
+        values.append(_leaf(value, spec, field))
     column = np.empty(len(values), dtype=object)
     column[:] = values
     return PredictRequest(sig, {input_name: column}, len(values), columnar=True)
