@@ -11,10 +11,18 @@ import difflib
 import json
 import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from keras_seq.data.corpus import DEFAULT_SPLIT, EMBEDDED, REGISTRY
+from keras_seq.ranges import (  # noqa: F401  (re-exported: the commands import them here)
+    AT_LEAST_1,
+    FRACTION,
+    INT_LIMIT,
+    NON_NEGATIVE,
+    POSITIVE,
+    SHARE,
+    Range,
+)
 from keras_seq.tables import print_table  # noqa: F401  (re-exported for the commands)
 
 
@@ -208,45 +216,6 @@ def did_you_mean(word, options) -> str:
     close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
-
-INT_LIMIT = 2**31 - 1  # sizes and counts past int32 break TensorFlow shapes and int32 ids
-
-
-@dataclass(frozen=True)
-class Range:
-    """The numbers a flag accepts (``None``: no bound; ``*_open``: the bound itself is out).
-
-    >>> str(Range(0, 1, high_open=True)), 0.5 in Range(0, 1, high_open=True)
-    ('in [0, 1)', True)
-    """
-
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def __contains__(self, value) -> bool:
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return False
-        return self.high is None or (value < self.high if self.high_open else value <= self.high)
-
-    def __str__(self) -> str:
-        low, high = ("" if b is None else str(int(b)) if float(b).is_integer() else f"{b:g}"
-                     for b in (self.low, self.high))
-        if self.low is not None and self.high is not None:
-            if not (self.low_open or self.high_open):
-                return f"from {low} to {high}"
-            return (f"in {'(' if self.low_open else '['}{low}, {high}"
-                    f"{')' if self.high_open else ']'}")
-        if self.low is not None:
-            return f"{'>' if self.low_open else '≥'} {low}"
-        if self.high is not None:
-            return f"{'<' if self.high_open else '≤'} {high}"
-        return "a number"
-
-
-AT_LEAST_1, NON_NEGATIVE, POSITIVE = Range(1), Range(0), Range(0, low_open=True)
-FRACTION, SHARE = Range(0, 1, high_open=True), Range(0, 1)  # dropout-like / probability
 
 #: The range of every numeric flag, by its ``dest`` (read from each flag's help text).
 #: :func:`check_flags` gives each ``type=int`` / ``type=float`` flag the range of its name;
