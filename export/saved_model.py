@@ -59,7 +59,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_seq.export.saved_model import export_saved_model
-from keras_seq.tasks.lm.evaluation import corpus_for, load_run
+from keras_seq.tasks.lm.data import corpus_for
+from keras_seq.tasks.lm.evaluation import load_run
 
 # -- the run, then the export -----------------------------------------------------------------
 lm_config, tokenizer, model = load_run(config.run_dir)

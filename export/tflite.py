@@ -61,7 +61,8 @@ import numpy as np
 from ai_edge_litert.interpreter import Interpreter
 
 from keras_seq.export.tflite import export_tflite
-from keras_seq.tasks.lm.evaluation import corpus_for, load_run
+from keras_seq.tasks.lm.data import corpus_for
+from keras_seq.tasks.lm.evaluation import load_run
 
 # -- the run: its config, tokenizer and best checkpoint --------------------------------------
 lm_config, tokenizer, model = load_run(config.run_dir)

@@ -1,0 +1,157 @@
+"""The scripts people copy (train/*.py, export/*.py): each answers --help, trains or exports
+at a tiny size in a subprocess, and writes what the CLI reads back (`keras-seq eval …`).
+
+The three trainings run side by side, then the exports, so the whole file costs a few
+TensorFlow start-ups of wall time.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from keras_seq import __version__
+from keras_seq.cli import main as cli_main
+from keras_seq.data.corpus import load_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ["train/lm.py", "train/seq2seq.py", "train/classify.py", "export/tflite.py",
+           "export/saved_model.py"]
+
+
+def start(script: str, *args) -> subprocess.Popen:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def finish(process: subprocess.Popen, timeout: float = 300) -> tuple[int, str]:
+    output, _ = process.communicate(timeout=timeout)
+    return process.returncode, output
+
+
+def finished_ok(process: subprocess.Popen, what: str) -> str:
+    code, output = finish(process)
+    assert code == 0, f"{what} exited {code}:\n{output[-3000:]}"
+    return output
+
+
+def cli_json(capsys, *argv) -> dict:
+    capsys.readouterr()
+    assert cli_main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help(script):
+    code, output = finish(start(script, "--help"), timeout=60)
+    assert code == 0, output
+    assert output.startswith("usage:") and "--run-dir" in output
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Tiny runs of the three training scripts, trained at the same time."""
+    tmp = tmp_path_factory.mktemp("scripts")
+    corpus = tmp / "shakespeare.txt"  # a few thousand characters of the bundled corpus
+    corpus.write_text(load_corpus("tinyshakespeare").text("train")[:4000], encoding="utf-8")
+    dirs = {kind: tmp / kind for kind in ("lm", "seq2seq", "classify")}
+    processes = {
+        "lm": start("train/lm.py", "--run-dir", dirs["lm"], "--data", corpus, "--units", 16,
+                    "--embed-dim", 8, "--bptt", 16, "--batch-size", 4, "--epochs", 1,
+                    "--max-steps-per-epoch", 10),
+        "seq2seq": start("train/seq2seq.py", "--run-dir", dirs["seq2seq"], "--train-size", 64,
+                         "--val-size", 16, "--test-size", 16, "--units", 8, "--embed-dim", 8,
+                         "--epochs", 1, "--batch-size", 32),
+        "classify": start("train/classify.py", "--run-dir", dirs["classify"], "--train-size",
+                          64, "--val-size", 16, "--test-size", 24, "--units", 8, "--embed-dim",
+                          8, "--epochs", 1),
+    }
+    outputs = {kind: finished_ok(p, f"train/{kind}.py") for kind, p in processes.items()}
+    return dirs, outputs
+
+
+def test_train_lm_writes_a_run_eval_lm_reads(runs, capsys):
+    dirs, outputs = runs
+    run = dirs["lm"]
+    config = json.loads((run / "config.json").read_text())
+    assert config["kind"] == "lm" and config["version"] == __version__
+    assert config["units"] == 16 and config["bptt"] == 16 and config["batch_size"] == 4
+    for name in ("tokenizer.json", "checkpoints/last.keras", "checkpoints/best.keras"):
+        assert (run / name).is_file(), name
+    assert json.loads((run / "state.json").read_text())["epochs_done"] == 1
+    rows = (run / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 2 and "val_loss" in rows[0]
+    result = cli_json(capsys, "eval", "lm", "--run-dir", str(run))
+    tokenizer = json.loads((run / "tokenizer.json").read_text())
+    assert result["fingerprint"]["tokenizer"] == tokenizer["fingerprint"]
+    assert result["tokens"] > 100 and 1 < result["ppl"] < 2 * len(tokenizer["vocab"])
+    # the script's own closing line is the same evaluation
+    assert f"PPL {result['ppl']:.2f}" in outputs["lm"]
+
+
+def test_train_seq2seq_writes_a_run_eval_seq2seq_reads(runs, capsys):
+    dirs, outputs = runs
+    run = dirs["seq2seq"]
+    config = json.loads((run / "config.json").read_text())
+    assert config["kind"] == "seq2seq" and config["attention"] == "bahdanau"
+    assert (run / "source_tokenizer.json").is_file() and (run / "checkpoints/best.keras").is_file()
+    result = cli_json(capsys, "eval", "seq2seq", "--run-dir", str(run))
+    assert result["n"] == 16 and 0 <= result["exact_match"] <= 1
+    assert f"over {result['n']} pairs" in outputs["seq2seq"]
+
+
+def test_train_classify_writes_a_run_eval_classify_reads(runs, capsys):
+    dirs, outputs = runs
+    run = dirs["classify"]
+    config = json.loads((run / "config.json").read_text())
+    assert config["kind"] == "classify" and config["data"] == "reviews-negation"
+    assert json.loads((run / "labels.json").read_text())["labels"] == ["neg", "pos"]
+    result = cli_json(capsys, "eval", "classify", "--run-dir", str(run))
+    assert result["n"] == 24 and 0 <= result["accuracy"] <= 1
+    assert f"accuracy {100 * result['accuracy']:.2f}%" in outputs["classify"]
+
+
+@pytest.fixture(scope="module")
+def exports(runs, tmp_path_factory):
+    """The two export scripts on the tiny LM run, and one told to expect the impossible."""
+    lm_run = runs[0]["lm"]
+    tmp = tmp_path_factory.mktemp("exports")
+    processes = {
+        "tflite": start("export/tflite.py", "--run-dir", lm_run, "--out", tmp / "tflite",
+                        "--variants", "float32,dynamic", "--prefix-tokens", 32),
+        "saved_model": start("export/saved_model.py", "--run-dir", lm_run, "--out",
+                             tmp / "saved_model", "--prefix-tokens", 32),
+        # float16 weights move the logits by ~1e-4: a tolerance of 1e-9 must fail
+        "too_strict": start("export/tflite.py", "--run-dir", lm_run, "--out", tmp / "strict",
+                            "--variants", "float16", "--quantized-tolerance", 1e-9),
+    }
+    return tmp, {name: finish(p) for name, p in processes.items()}
+
+
+def test_export_tflite_passes_its_parity_check(exports):
+    tmp, results = exports
+    code, output = results["tflite"]
+    assert code == 0, output[-3000:]
+    assert "parity ok: 2 step model(s)" in output
+    for variant in ("float32", "dynamic"):
+        assert (tmp / "tflite" / f"step_{variant}.tflite").is_file()
+        assert f"step_{variant}" in output and "max|Δlogits|" in output
+
+
+def test_export_tflite_fails_past_its_tolerance(exports):
+    code, output = exports[1]["too_strict"]
+    assert code == 1, output[-3000:]
+    assert "past the tolerance" in output and "step_float16" in output
+
+
+def test_export_saved_model_passes_its_parity_check(exports):
+    tmp, results = exports
+    code, output = results["saved_model"]
+    assert code == 0, output[-3000:]
+    assert "parity ok" in output and "step   max|Δlogits|" in output and "score" in output
+    assert (tmp / "saved_model" / "saved_model.pb").is_file()
