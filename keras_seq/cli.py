@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import pkgutil
 import re
 import sys
+import textwrap
 
 from keras_seq import __version__
 
@@ -27,10 +27,23 @@ def _command_modules():
             yield info.name, importlib.import_module(f"keras_seq.commands.{info.name}")
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help layout, wrapping lines at spaces only (never inside ``ptb-small`` or
+    ``--proj-units``)."""
+
+    def _split_lines(self, text, width):
+        return textwrap.wrap(self._whitespace_matcher.sub(" ", text).strip(), width,
+                             break_on_hyphens=False)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse's parser with one-line errors (``keras-seq: error: …``, exit status 2) that
     name the nearest match when a sub-command, a choice or a flag is misspelt
     (``keras-seq trian`` → did you mean 'train'?). Sub-parsers are of this class."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         # "argument --bptt: must be ≥ 1 (got 0)" → "--bptt must be ≥ 1 (got 0)"
@@ -117,8 +130,11 @@ def _one_line(err) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     argv = sys.argv[1:] if argv is None else list(argv)
+    if "--debug" not in argv:  # before anything imports TensorFlow
+        from keras_seq.commands._startup import quiet_tensorflow_startup
+
+        quiet_tensorflow_startup()
     problem = _preselect_backend(argv)
     if problem:
         print(f"keras-seq: error: {problem}", file=sys.stderr)

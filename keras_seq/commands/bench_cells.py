@@ -6,6 +6,11 @@ import contextlib
 import json
 import sys
 
+#: what each size flag of `bench cells` sets
+SIZES = {"vocab": "vocabulary size of the LM", "embed": "embedding size",
+         "units": "recurrent units", "seq_len": "tokens per sequence",
+         "batch": "sequences per batch"}
+
 
 def add_backend_args(p) -> None:
     """``--backend``, ``--device``, ``--mixed-precision``, ``--jit-compile`` (bench cells and
@@ -43,12 +48,12 @@ def register(subparsers) -> None:
         "--chunk", type=int, default=10, help="steps per turn when interleaving (default 10)"
     )
     p.add_argument("--warmup", type=int, default=DEFAULTS["warmup"], help="untimed steps")
-    p.add_argument("--cells", nargs="+", default=list(CELLS), choices=CELLS)
+    p.add_argument("--cells", nargs="+", default=list(CELLS), choices=CELLS, help="cells measured")
     p.add_argument(
         "--head",
         choices=("softmax", "none"),
         default="softmax",
-        help="softmax: full LM with a vocab-sized output layer (default); "
+        help="softmax: full LM with a vocab-sized output layer; "
         "none: time the recurrent layer alone (loss = mean of its outputs)",
     )
     for name in ("vocab", "embed", "units", "seq_len", "batch"):
@@ -57,15 +62,15 @@ def register(subparsers) -> None:
             dest=name,
             type=int,
             default=DEFAULTS[name],
-            help=f"default {DEFAULTS[name]}",
+            help=SIZES[name],
         )
     add_backend_args(p)
     p.add_argument("--quick", action="store_true", help="smoke test: 2 steps, 1 repeat, tiny sizes")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    p.set_defaults(func=run_fn)
+    p.set_defaults(func=run_cells)
 
 
-def run_fn(args) -> int:
+def run_cells(args) -> int:
     from keras_seq.benchmarks import backends
     from keras_seq.benchmarks.cells import format_report, run_benchmark
 

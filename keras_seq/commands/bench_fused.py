@@ -14,10 +14,10 @@ def register(subparsers) -> None:
     p.add_argument("--rounds", type=int, default=3, help="rounds, models alternated")
     p.add_argument("--out", default=None, help="keep the exported models here")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    p.set_defaults(func=cmd_fused)
+    p.set_defaults(func=run_fused)
 
 
-def cmd_fused(args) -> int:
+def run_fused(args) -> int:
     import json
 
     from keras_seq.commands._common import check_run_arg

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from keras_seq.commands._common import add_json_arg, comma_list, print_json
+from keras_seq.commands._common import add_config_args, add_json_arg, comma_list, print_json
 from keras_seq.commands.bench_cells import add_backend_args
-from keras_seq.commands.lm import add_lr_decay_args, add_regularizer_args
+from keras_seq.tasks.lm.config import LMConfig
 
 # LMConfig fields the shared flags set; unset ones keep LMConfig's defaults.
 LM_OPTIONS = ("variational_dropout", "embed_dropout", "weight_dropout", "lr_decay", "decay_start",
@@ -18,9 +18,12 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "lm", help="RNN/GRU/LSTM LMs at equal parameter budget and wall time, vs Kneser-Ney")
     p.add_argument("--out", default="runs/bench-lm", help="folder for the run directories")
-    p.add_argument("--data", default="tinyshakespeare")
-    p.add_argument("--split-ratio", default="90/10", help="nanoGPT's 90/10 by default")
-    p.add_argument("--tokenizer", default="word", choices=("word", "char", "subword"))
+    p.add_argument("--data", default="tinyshakespeare",
+                   help="corpus: a registry name or a .txt file or folder")
+    p.add_argument("--split-ratio", default="90/10",
+                   help="train/val/test shares of the corpus (90/10: nanoGPT's)")
+    p.add_argument("--tokenizer", default="word", choices=("word", "char", "subword"),
+                   help="tokenizer of every model")
     p.add_argument("--min-count", type=int, default=2,
                    help="word vocabulary cut-off; 2 puts <unk> in training (1 leaves it unseen)")
     p.add_argument("--cells", default="nplm,rnn,gru,lstm",
@@ -32,20 +35,20 @@ def register(subparsers) -> None:
     p.add_argument("--minutes", type=float, default=60.0, help="training budget per model")
     p.add_argument("--budget", type=int, default=None,
                    help="parameter budget (default: the LSTM with units = embed dim)")
-    p.add_argument("--embed-dim", type=int, default=256)
-    p.add_argument("--num-layers", type=int, default=2)
+    p.add_argument("--embed-dim", type=int, default=256, help="embedding size")
+    p.add_argument("--num-layers", type=int, default=2, help="stacked recurrent layers")
     p.add_argument("--dropout", type=float, default=0.5)
-    p.add_argument("--bptt", type=int, default=35)
-    p.add_argument("--batch-size", type=int, default=20)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--tie-weights", action="store_true")
-    add_regularizer_args(p)
-    add_lr_decay_args(p)
+    p.add_argument("--bptt", type=int, default=35, help="truncation length τ")
+    p.add_argument("--batch-size", type=int, default=20, help="token streams per batch")
+    p.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate")
+    p.add_argument("--tie-weights", action="store_true",
+                   help="share the embedding with the output layer")
+    add_config_args(p, LMConfig, only=LM_OPTIONS[:-1])  # the AWD-LSTM and PTB-decay fields
     p.add_argument("--state-reset-prob", type=float, default=0.02,
                    help="chance that a stream row's state is zeroed before a batch, so each "
                         "model keeps meeting the zero state validation starts from "
                         "(default 0.02; 0 turns it off)")
-    p.add_argument("--kn-order", type=int, default=5)
+    p.add_argument("--kn-order", type=int, default=5, help="order of the Kneser-Ney baseline")
     p.add_argument("--max-steps-per-epoch", type=int, default=None, help="for smoke tests")
     add_backend_args(p)
     speed = p.add_argument_group(
@@ -70,16 +73,16 @@ def register(subparsers) -> None:
     scaling.add_argument("--rounds", type=int, default=2,
                          help="--strategy: alternated runs per setting (default 2)")
     add_json_arg(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run_lm)
 
 
-def run(args) -> int:
+def run_lm(args) -> int:
     from keras_seq.benchmarks.lm import format_bench, run_bench
 
     if args.strategy:
-        return run_scaling_fn(args)
+        return run_lm_scaling(args)
     if args.speed or args.quick:
-        return run_speed_fn(args)
+        return run_lm_speed(args)
     out = run_bench(
         args.out, data=args.data, split_ratio=args.split_ratio, tokenizer=args.tokenizer,
         min_count=args.min_count,
@@ -102,7 +105,7 @@ def run(args) -> int:
     return 0
 
 
-def run_speed_fn(args) -> int:
+def run_lm_speed(args) -> int:
     import contextlib
     import sys
 
@@ -134,7 +137,7 @@ def run_speed_fn(args) -> int:
     return 0
 
 
-def run_scaling_fn(args) -> int:
+def run_lm_scaling(args) -> int:
     from keras_seq.benchmarks.scaling import format_scaling, run_scaling
 
     strategies = [x.strip() for x in args.strategy.split(",") if x.strip()]

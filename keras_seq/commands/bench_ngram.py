@@ -8,18 +8,20 @@ import math
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("ngram", help="KN5 estimation time/memory, MLE/add-1/KN PPL")
-    p.add_argument("--data", default="tinyshakespeare")
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--split-ratio", default="90/10/0")
+    p.add_argument("--data", default="tinyshakespeare",
+                   help="corpus: a registry name or a .txt file or folder")
+    p.add_argument("--data-dir", default=None,
+                   help="folder searched for registry files before downloading")
+    p.add_argument("--split-ratio", default="90/10/0", help="train/val/test shares of the corpus")
     p.add_argument("--repeat", type=int, default=3,
                    help="copies of the train split to estimate on (default 3 ≈ 770k words)")
-    p.add_argument("--order", type=int, default=5)
+    p.add_argument("--order", type=int, default=5, help="n-gram order of the estimated models")
     p.add_argument("--lmplz", default=None, help="path to KenLM's lmplz to compare with")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_bench)
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=run_ngram)
 
 
-def cmd_bench(args) -> int:
+def run_ngram(args) -> int:
     from keras_seq.benchmarks.ngram import format_bench, run_bench
     from keras_seq.ngram.counts import check_order
 

@@ -17,17 +17,18 @@ def register(subparsers) -> None:
     p.add_argument("--clients", type=int, nargs="+", default=[1, 16],
                    help="concurrent clients per level (default 1 16)")
     p.add_argument("--k", type=int, default=5, help="k of next_tokens (default 5)")
-    p.add_argument("--max-batch-size", type=int, default=32)
-    p.add_argument("--batch-timeout-ms", type=float, default=2.0)
-    p.add_argument("--num-batch-threads", type=int, default=2)
+    p.add_argument("--max-batch-size", type=int, default=32, help="the server's largest batch")
+    p.add_argument("--batch-timeout-ms", type=float, default=2.0,
+                   help="the server waits this long to fill a batch")
+    p.add_argument("--num-batch-threads", type=int, default=2, help="the server's batch threads")
     p.add_argument("--eager-batching", action="store_true",
                    help="serve with --eager-batching")
     p.add_argument("--warmup", type=float, default=2.0, help="untimed seconds first")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    p.set_defaults(func=cmd_bench_serve)
+    p.set_defaults(func=run_serve)
 
 
-def cmd_bench_serve(args) -> int:
+def run_serve(args) -> int:
     import json
     import sys
 

@@ -8,21 +8,23 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "streaming", help="per-token streaming latency p50/p95/p99 across runtimes and "
         "TFLite variants, tokens/s, size, PPL delta")
-    p.add_argument("--run-dir", required=True)
+    p.add_argument("--run-dir", required=True, help="the lm run whose model is measured")
     p.add_argument("--tokens", type=int, default=1000, help="timed tokens per runtime")
-    p.add_argument("--warmup", type=int, default=50)
-    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--warmup", type=int, default=50, help="untimed tokens per runtime first")
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                   help="interpreter thread counts measured")
     p.add_argument("--export-dir", default=None,
                    help="reuse a `keras-seq export tflite` folder (else export to a temp dir)")
     p.add_argument("--saved-model", default=None, help="reuse an exported SavedModel")
     p.add_argument("--skip", nargs="*", default=[],
-                   choices=("keras-eager", "tf-function", "saved-model"))
+                   choices=("keras-eager", "tf-function", "saved-model"),
+                   help="runtimes left out (default: none)")
     p.add_argument("--plot", default=None, help="write a PNG bar chart here")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    p.set_defaults(func=cmd_streaming)
+    p.set_defaults(func=run_streaming)
 
 
-def cmd_streaming(args) -> int:
+def run_streaming(args) -> int:
     import json
 
     from keras_seq.commands._common import check_run_arg

@@ -25,39 +25,46 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("classify", help="seed 004's table: LSTM 128/512, BiLSTM and "
                               "attention pooling on reviews-negation, accuracy per distance")
-    p.add_argument("--out", default="runs/bench-classify")
+    p.add_argument("--out", default="runs/bench-classify", help="folder for the run directories")
     p.add_argument("--models", default=",".join(CLASSIFIERS), type=comma_list(tuple(CLASSIFIERS)),
                    help=f"comma-separated, from {', '.join(CLASSIFIERS)}")
-    p.add_argument("--seeds", default="1,2,3", type=SEEDS)
+    p.add_argument("--seeds", default="1,2,3", type=SEEDS,
+                   help="comma-separated seeds, one run each")
     p.add_argument("--minutes", type=float, default=3.0, help="training budget per run")
-    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--epochs", type=int, default=20, help="epochs per run")
     p.add_argument("--hard", action="store_true", help="the variant word counts cannot solve")
-    p.add_argument("--train-size", type=int, default=None)
+    p.add_argument("--train-size", type=int, default=None,
+                   help="training reviews (default: the task's 4000)")
     p.add_argument("--length", type=int, default=None, help="words per review (80)")
     add_json_arg(p)
     p.set_defaults(func=run_classify)
 
     p = subparsers.add_parser("tag", help="uni- vs bidirectional LSTM taggers at equal "
                               "parameters on restore-punct")
-    p.add_argument("--out", default="runs/bench-tag")
+    p.add_argument("--out", default="runs/bench-tag", help="folder for the run directories")
     p.add_argument("--units", type=int, default=64, help="units per direction of the BiLSTM")
-    p.add_argument("--seeds", default="1,2,3", type=SEEDS)
-    p.add_argument("--minutes", type=float, default=3.0)
-    p.add_argument("--epochs", type=int, default=30)
-    p.add_argument("--task", default="restore-punct")
+    p.add_argument("--seeds", default="1,2,3", type=SEEDS,
+                   help="comma-separated seeds, one run each")
+    p.add_argument("--minutes", type=float, default=3.0, help="training budget per run")
+    p.add_argument("--epochs", type=int, default=30, help="epochs per run")
+    p.add_argument("--task", default="restore-punct",
+                   help="the tagging data (restore-punct[:CORPUS], conll:PATH, conllu:PATH)")
     add_json_arg(p)
     p.set_defaults(func=run_tag)
 
     p = subparsers.add_parser("conditioned", help="the same LM with and without its condition "
                               "(python-docs-topics): PPL over seeds")
-    p.add_argument("--out", default="runs/bench-conditioned")
-    p.add_argument("--seeds", default="1,2,3", type=SEEDS)
+    p.add_argument("--out", default="runs/bench-conditioned", help="folder for the run directories")
+    p.add_argument("--seeds", default="1,2,3", type=SEEDS,
+                   help="comma-separated seeds, one run each")
     p.add_argument("--minutes", type=float, default=None, help="optional cap per run")
     p.add_argument("--epochs", type=int, default=8, help="epochs per run (equal for both)")
     p.add_argument("--task", default="python-docs-topics",
                    help="python-docs-topics | shapes | tsv:PATH")
-    p.add_argument("--grouping", default="groups", choices=("topics", "groups"))
-    p.add_argument("--mode", default="both", choices=("init", "input", "both"))
+    p.add_argument("--grouping", default="groups", choices=("topics", "groups"),
+                   help="python-docs-topics: 30 topics or 10 groups")
+    p.add_argument("--mode", default="both", choices=("init", "input", "both"),
+                   help="where the condition enters the model")
     add_json_arg(p)
     p.set_defaults(func=run_conditioned)
 

@@ -11,18 +11,21 @@ def register(subparsers) -> None:
     p.add_argument("--model", required=True, help="an exported step_*.tflite (its .json and "
                    "tokenizer.json next to it)")
     p.add_argument("--tokenizer", default=None, help="tokenizer.json (default: next to model)")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="interpreter threads")
     p.add_argument("--top", type=int, default=3, help="suggestions shown (default 3)")
-    p.add_argument("--max-tokens", type=int, default=20, help="default length for /gen")
-    p.add_argument("--top-k", type=int, default=10)
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-tokens", type=int, default=20,
+                   help="tokens /gen writes when the request does not say")
+    p.add_argument("--top-k", type=int, default=10,
+                   help="generation samples among the k likeliest tokens")
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="divide the logits by this before sampling")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the sampler")
     p.add_argument("--lines", action="store_true",
                    help="read whole lines even in a terminal (default there: one key at a time)")
-    p.set_defaults(func=cmd_demo)
+    p.set_defaults(func=run_demo)
 
 
-def cmd_demo(args) -> int:
+def run_demo(args) -> int:
     from keras_seq.runtime.demo import run_demo
 
     return run_demo(args.model, tokenizer=args.tokenizer, threads=args.threads, top=args.top,

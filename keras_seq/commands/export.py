@@ -3,6 +3,8 @@ and TFLite variants (``classifier --tflite``: the streaming step model)."""
 
 from __future__ import annotations
 
+import functools
+
 from keras_seq.commands._common import add_json_arg, check_run_arg, print_json
 
 _VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
@@ -14,6 +16,7 @@ def _needs_tensorflow(command, kind: str):
     """``command`` after checking that ``--run-dir`` holds a ``kind`` run and that
     TensorFlow is installed and is Keras's backend (export traces TensorFlow graphs; a run
     trained under any backend loads there)."""
+    @functools.wraps(command)
     def run(args):
         from keras_seq.backend import require_tensorflow_backend
 
@@ -34,13 +37,14 @@ def register(subparsers) -> None:
                        "step serving signatures (raw text in)")
     p.add_argument("--run-dir", required=True, help="a `keras-seq train lm` run directory")
     p.add_argument("--out", required=True, help="SavedModel folder to write")
-    p.set_defaults(func=_needs_tensorflow(cmd_saved_model, "lm"))
+    p.set_defaults(func=_needs_tensorflow(run_saved_model, "lm"))
 
     p = sub.add_parser("tflite", help="streaming step models (+ fused LSTM) and scoring "
                        "models in float32/float16/dynamic/int8/int16x8, with parity checks")
-    p.add_argument("--run-dir", required=True)
+    p.add_argument("--run-dir", required=True, help="the lm run to export")
     p.add_argument("--out", required=True, help="folder for the .tflite files")
-    p.add_argument("--variants", nargs="+", default=list(_VARIANTS), choices=_VARIANTS)
+    p.add_argument("--variants", nargs="+", default=list(_VARIANTS), choices=_VARIANTS,
+                   help="TFLite weight/activation types written")
     p.add_argument("--graphs", nargs="+", default=list(_GRAPHS), choices=_GRAPHS,
                    help="which graphs (fused ones only for plain LSTMs)")
     p.add_argument("--seq-length", type=int, default=32, help="window of the sequence models")
@@ -48,13 +52,13 @@ def register(subparsers) -> None:
                    help="training tokens that calibrate int8/int16x8")
     p.add_argument("--no-parity", action="store_true", help="skip the Keras comparison")
     add_json_arg(p)
-    p.set_defaults(func=_needs_tensorflow(cmd_tflite, "lm"))
+    p.set_defaults(func=_needs_tensorflow(run_tflite, "lm"))
 
     p = sub.add_parser("seq2seq", help="a seq2seq run as a SavedModel whose serving_default "
                        "signature maps strings to strings (greedy)")
     p.add_argument("--run-dir", required=True, help="a `keras-seq train seq2seq` run directory")
     p.add_argument("--out", required=True, help="SavedModel folder to write")
-    p.set_defaults(func=_needs_tensorflow(cmd_seq2seq, "seq2seq"))
+    p.set_defaults(func=_needs_tensorflow(run_seq2seq, "seq2seq"))
 
     p = sub.add_parser("classifier", help="a classify run as a SavedModel whose classify / "
                        "serving_default signature maps texts to labels sorted by score "
@@ -71,16 +75,16 @@ def register(subparsers) -> None:
     p.add_argument("--no-parity", action="store_true",
                    help="skip the TFLite-vs-Keras comparison")
     add_json_arg(p)
-    p.set_defaults(func=_needs_tensorflow(cmd_classifier, "classify"))
+    p.set_defaults(func=_needs_tensorflow(run_classifier, "classify"))
 
     p = sub.add_parser("tagger", help="a tag run as a SavedModel whose tag / serving_default "
                        "signature maps whitespace-separated words to one tag each")
     p.add_argument("--run-dir", required=True, help="a `keras-seq train tag` run directory")
     p.add_argument("--out", required=True, help="SavedModel folder to write")
-    p.set_defaults(func=_needs_tensorflow(cmd_tagger, "tag"))
+    p.set_defaults(func=_needs_tensorflow(run_tagger, "tag"))
 
 
-def cmd_classifier(args) -> int:
+def run_classifier(args) -> int:
     import sys
     from pathlib import Path
 
@@ -111,14 +115,14 @@ def cmd_classifier(args) -> int:
     return 0
 
 
-def cmd_tagger(args) -> int:
+def run_tagger(args) -> int:
     from keras_seq.export.classifier_tagger import export_tagger
 
     export_tagger(args.run_dir, args.out)
     return 0
 
 
-def cmd_seq2seq(args) -> int:
+def run_seq2seq(args) -> int:
     from keras_seq.tasks.seq2seq.export import export_run
 
     path = export_run(args.run_dir, args.out)
@@ -126,14 +130,14 @@ def cmd_seq2seq(args) -> int:
     return 0
 
 
-def cmd_saved_model(args) -> int:
+def run_saved_model(args) -> int:
     from keras_seq.export.saved_model import export_saved_model
 
     export_saved_model(args.run_dir, args.out)
     return 0
 
 
-def cmd_tflite(args) -> int:
+def run_tflite(args) -> int:
     import sys
 
     from keras_seq.export.tflite import export_tflite

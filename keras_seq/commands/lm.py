@@ -6,10 +6,8 @@ import argparse
 import sys
 
 from keras_seq.commands._common import (
-    add_backend_args,
-    add_data_args,
+    add_config_args,
     add_json_arg,
-    add_tokenizer_args,
     check_run_arg,
     check_tokenizer_options,
     check_train_dir,
@@ -21,127 +19,64 @@ from keras_seq.commands._common import (
 from keras_seq.tasks.lm.config import PRESETS, LMConfig, preset
 
 
-def add_regularizer_args(group) -> None:
-    """The AWD-LSTM regularisers of LMConfig (default None: LMConfig's, i.e. off)."""
-    group.add_argument("--variational-dropout", action="store_true", default=None,
-                       help="one --dropout mask per sequence (locked), not one per step")
-    group.add_argument("--embed-dropout", type=float,
-                       help="drop whole word types from the input")
-    group.add_argument("--weight-dropout", type=float,
-                       help="DropConnect on the recurrent kernels (weight drop)")
-
-
-def add_lr_decay_args(group) -> None:
-    """The PTB learning-rate schedule of LMConfig (default None: no decay)."""
-    group.add_argument("--lr-decay", type=float, help="per-epoch decay once it starts (PTB)")
-    group.add_argument("--decay-start", type=int, help="epochs at full lr (PTB max_epoch)")
-
-
 def add_lm_config_args(parser: argparse.ArgumentParser) -> None:
-    """Every LMConfig field as a --flag (default None: take the preset's or LMConfig's)."""
-    add_data_args(parser, default=None)
-    parser.set_defaults(data=None)
-    for action in parser._actions:
-        if action.dest == "data":
-            action.required = False
-            action.help = "corpus (default: the preset's, else python-docs)"
-        if action.dest == "split_ratio":
-            action.default = None
-    add_tokenizer_args(parser, default=None)
-    g = parser.add_argument_group("model")
-    g.add_argument("--model", choices=("rnn", "nplm"),
-                   help="rnn: a recurrent LM (--cell); nplm: Bengio et al.'s feed-forward LM "
-                        "over a fixed window of --context tokens (--units hidden tanh units)")
-    g.add_argument("--context", type=int, help="nplm: previous tokens read (n-gram order − 1)")
-    g.add_argument("--nplm-direct", action="store_true", default=None,
-                   help="nplm: direct connections from the embeddings to the output")
-    g.add_argument("--cell", choices=("rnn", "gru", "lstm", "lstmp", "keras-rnn", "keras-gru",
-                                      "keras-lstm"), help="recurrent layer (default lstm); "
-                   "lstmp: an LSTM with a recurrent projection (needs --proj-units)")
-    g.add_argument("--proj-units", type=int,
-                   help="lstmp: projection size P ≤ units (the layer's output and h)")
-    g.add_argument("--cifg", action="store_true", default=None,
-                   help="coupled input-forget gate, i = 1 − f (lstm, lstmp)")
-    g.add_argument("--embed-dim", type=int)
-    g.add_argument("--units", type=int)
-    g.add_argument("--num-layers", type=int)
-    g.add_argument("--dropout", type=float, help="dropout = 1 − keep_prob")
-    g.add_argument("--tie-weights", action="store_true", default=None)
-    add_regularizer_args(g)
-    g.add_argument("--init-scale", type=float, help="uniform(−s, s) init of every weight")
-    g = parser.add_argument_group("optimisation")
-    g.add_argument("--bptt", type=int, help="truncation length τ (default 35)")
-    g.add_argument("--bptt-mode", choices=("truncated", "full"),
-                   help="truncated: stateful TBPTT on the stream; full: whole lines, stateless")
-    g.add_argument("--batch-size", type=int)
-    g.add_argument("--state-reset-prob", type=float,
-                   help="truncated: chance that a stream row's state is zeroed before a batch, "
-                        "so the model keeps meeting the zero state it starts from at "
-                        "inference (default 0)")
-    g.add_argument("--epochs", type=int)
-    g.add_argument("--optimizer", choices=("sgd", "adam"))
-    g.add_argument("--lr", type=float)
-    add_lr_decay_args(g)
-    g.add_argument("--clip-norm", type=float, help="global-norm clipping threshold θ")
-    g.add_argument("--no-clip", action="store_true", help="turn gradient clipping off")
-    g.add_argument("--max-steps-per-epoch", type=int)
-    g.add_argument("--max-minutes", type=float, help="stop after the epoch that passes this")
-    g.add_argument("--seed", type=int)
-    g = parser.add_argument_group("logging")
-    g.add_argument("--log-every", type=int, help="steps between gradient-norm scalars")
-    g.add_argument("--histogram-freq", type=int, help="epochs between histograms (0 = off)")
-    g.add_argument("--sample-tokens", type=int, help="tokens sampled per epoch")
+    """Every LMConfig field as a --flag, made from the config (default None: the preset's,
+    else LMConfig's; ``--help`` shows both)."""
+    add_config_args(parser, LMConfig, presets=PRESETS)
 
 
 def config_from_args(args) -> LMConfig:
     base = preset(args.preset).to_dict() if getattr(args, "preset", None) else LMConfig().to_dict()
-    base = config_overrides(args, LMConfig, base)
-    if getattr(args, "no_clip", False):
-        base["clip_norm"] = None
-    return LMConfig.from_dict(base)
+    return LMConfig.from_dict(config_overrides(args, LMConfig, base))
 
 
 def register(subparsers) -> None:
     train = group_parser(subparsers, "train", "train a model into a run directory")
-    p = train.add_parser("lm", help="recurrent language model with stateful truncated BPTT",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = train.add_parser("lm", help="recurrent language model with stateful truncated BPTT")
     p.add_argument("--run-dir", required=True, help="where config, checkpoints and logs go")
     p.add_argument("--preset", choices=sorted(PRESETS),
-                   help="TensorFlow PTB tutorial configuration (flags override it)")
+                   help="start from a TensorFlow PTB tutorial configuration (flags override "
+                        "it; default: none, LMConfig's values)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--quiet", action="store_true", help="one line per epoch")
     add_lm_config_args(p)
-    add_backend_args(p)
     p.set_defaults(func=run_train)
 
     evaluate = group_parser(subparsers, "eval", "evaluate a trained model")
     p = evaluate.add_parser("lm", help="cross-entropy and perplexity, state carried over "
                                        "the whole split")
-    p.add_argument("--run-dir", required=True)
-    p.add_argument("--split", default="val", choices=("train", "val", "test"))
+    p.add_argument("--run-dir", required=True, help="the run to evaluate (its last checkpoint)")
+    p.add_argument("--split", default="val", choices=("train", "val", "test"),
+                   help="split of the run's corpus scored")
     add_json_arg(p)
     p.set_defaults(func=run_eval)
 
     p = subparsers.add_parser("generate", help="sample text from a trained language model "
                                                "(lm or conditioned run)")
-    p.add_argument("--run-dir", required=True)
+    p.add_argument("--run-dir", required=True, help="the lm or conditioned run to sample from")
     p.add_argument("--condition", default=None,
                    help="conditioned runs: the label to generate for (default: each label)")
     p.add_argument("--prompt", default="", help="text to continue (default: a new line)")
-    p.add_argument("--max-tokens", type=int, default=50)
+    p.add_argument("--max-tokens", type=int, default=50, help="tokens generated")
     p.add_argument("--sampler", default="top-k", choices=("greedy", "temperature", "top-k",
-                                                            "top-p"))
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--top-k", type=int, default=10)
-    p.add_argument("--top-p", type=float, default=0.9)
-    p.add_argument("--seed", type=int, default=None)
+                                                            "top-p"),
+                   help="how the next token is picked from the model's distribution")
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="divide the logits by this before sampling (< 1: safer, > 1: wilder)")
+    p.add_argument("--top-k", type=int, default=10, help="top-k: sample among the k likeliest")
+    p.add_argument("--top-p", type=float, default=0.9,
+                   help="top-p: sample among the likeliest tokens holding this probability")
+    p.add_argument("--seed", type=int, default=None,
+                   help="random seed of the sampler (default: a new one each run)")
     p.set_defaults(func=run_generate)
 
     p = subparsers.add_parser("compare", help="one perplexity table for several runs "
                                               "(and an n-gram ARPA model)")
-    p.add_argument("--runs", nargs="+", required=True, metavar="RUN_DIR")
-    p.add_argument("--ngram", default=None, metavar="MODEL.arpa")
-    p.add_argument("--split", default="val", choices=("val", "test"))
+    p.add_argument("--runs", nargs="+", required=True, metavar="RUN_DIR",
+                   help="lm runs to score (same corpus and tokenizer)")
+    p.add_argument("--ngram", default=None, metavar="MODEL.arpa",
+                   help="also score this n-gram model on the first run's data")
+    p.add_argument("--split", default="val", choices=("val", "test"), help="split scored")
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="also draw each run's train/val perplexity per epoch")
     add_json_arg(p)

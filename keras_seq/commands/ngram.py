@@ -26,50 +26,53 @@ def register(subparsers) -> None:
     def vocab_args(p):
         p.add_argument("--tokenizer", default="word", choices=("word",),
                        help="only 'word' for n-grams")
-        p.add_argument("--max-vocab", type=int, default=None)
-        p.add_argument("--min-count", type=int, default=1)
+        p.add_argument("--max-vocab", type=int, default=None,
+                       help="largest vocabulary, special tokens included (default: no limit)")
+        p.add_argument("--min-count", type=int, default=1,
+                       help="keep words seen at least this often in train")
 
     p = sub.add_parser("train", help="count a corpus, estimate a model, write ARPA")
     data_args(p)
     vocab_args(p)
-    p.add_argument("--order", type=int, default=5)
-    p.add_argument("--smoothing", choices=("kn", "addk", "mle"), default="kn")
+    p.add_argument("--order", type=int, default=5, help="n-gram order (5: a 5-gram model)")
+    p.add_argument("--smoothing", choices=("kn", "addk", "mle"), default="kn",
+                   help="kn: modified Kneser-Ney; addk: add-k; mle: none")
     p.add_argument("--k", type=float, default=1.0, help="pseudo-count for addk")
     p.add_argument("--no-discount-fallback", action="store_true",
                    help="fail like lmplz when Kneser-Ney discounts cannot be estimated")
     p.add_argument("--out", required=True, help="ARPA file to write")
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=run_train)
 
     p = sub.add_parser("eval", help="perplexity of an ARPA model on a split")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help="the ARPA model file")
     data_args(p)
-    p.add_argument("--split", default="val", choices=("train", "val", "test"))
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_eval)
+    p.add_argument("--split", default="val", choices=("train", "val", "test"), help="split scored")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=run_eval)
 
     p = sub.add_parser("sparsity", help="unseen n-grams and MLE/add-k/KN perplexity by order")
     data_args(p)
     vocab_args(p)
-    p.add_argument("--max-order", type=int, default=5)
-    p.add_argument("--k", type=float, default=1.0)
-    p.add_argument("--split", default="val", choices=("val", "test"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--max-order", type=int, default=5, help="largest n-gram order measured")
+    p.add_argument("--k", type=float, default=1.0, help="pseudo-count of add-k")
+    p.add_argument("--split", default="val", choices=("val", "test"), help="split scored")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--plot", default=None, help="save a PNG here")
-    p.set_defaults(func=cmd_sparsity)
+    p.set_defaults(func=run_sparsity)
 
     p = sub.add_parser("generate", help="sample text from an ARPA model")
-    p.add_argument("--model", required=True)
-    p.add_argument("--max-tokens", type=int, default=50)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model", required=True, help="the ARPA model file")
+    p.add_argument("--max-tokens", type=int, default=50, help="words generated")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the sampler")
     p.add_argument("--prompt", default="", help="words to continue (space separated)")
-    p.set_defaults(func=cmd_generate)
+    p.set_defaults(func=run_generate)
 
     p = sub.add_parser("next", help="the top-k next tokens after a context")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help="the ARPA model file")
     p.add_argument("--context", default="", help="space-separated words; '<s>' = line start")
-    p.add_argument("--top-k", type=int, default=10)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_next)
+    p.add_argument("--top-k", type=int, default=10, help="next tokens shown")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=run_next)
 
 
 def _progress(total: int, desc: str):
@@ -79,7 +82,7 @@ def _progress(total: int, desc: str):
                 file=sys.stderr)
 
 
-def cmd_train(args) -> int:
+def run_train(args) -> int:
     from keras_seq.ngram.arpa import write_arpa
     from keras_seq.ngram.counts import NgramCounts, Vocabulary, check_order
     from keras_seq.ngram.data import load_tokenized
@@ -117,7 +120,7 @@ def cmd_train(args) -> int:
     return 0
 
 
-def cmd_eval(args) -> int:
+def run_eval(args) -> int:
     from keras_seq.errors import DataError
     from keras_seq.ngram.arpa import read_arpa
     from keras_seq.ngram.data import load_tokenized
@@ -165,7 +168,7 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def cmd_sparsity(args) -> int:
+def run_sparsity(args) -> int:
     from keras_seq.ngram import sparsity
     from keras_seq.ngram.counts import check_order
     from keras_seq.ngram.data import load_tokenized
@@ -195,7 +198,7 @@ def cmd_sparsity(args) -> int:
     return 0
 
 
-def cmd_generate(args) -> int:
+def run_generate(args) -> int:
     from keras_seq.ngram.arpa import read_arpa
 
     if args.max_tokens < 1:
@@ -206,7 +209,7 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def cmd_next(args) -> int:
+def run_next(args) -> int:
     from keras_seq.ngram.arpa import read_arpa
 
     model = read_arpa(args.model)

@@ -24,15 +24,15 @@ def register(subparsers) -> None:
     g = p.add_argument_group("the neural model (default: a tied 1×384 LSTM)")
     g.add_argument("--cell", choices=("lstm", "lstmp", "gru", "rnn"), default=None,
                    help="lstmp: the on-device LSTM with a recurrent projection (--proj-units)")
-    g.add_argument("--units", type=int, default=None)
+    g.add_argument("--units", type=int, default=None, help="recurrent units (default: 384)")
     g.add_argument("--proj-units", type=int, default=None,
                    help="lstmp: projection size; the embedding is tied to it")
     g.add_argument("--cifg", action="store_true", default=None,
                    help="coupled input-forget gate (Gboard's CIFG), lstm or lstmp")
-    p.set_defaults(func=cmd_pipeline)
+    p.set_defaults(func=run_pipeline)
 
 
-def cmd_pipeline(args) -> int:
+def run_pipeline(args) -> int:
     from keras_seq.pipeline import run_pipeline
 
     if args.minutes <= 0:

@@ -20,7 +20,7 @@ def register(subparsers) -> None:
     size.add_argument("--tiny", action="store_true",
                       help="toy settings that finish in seconds (tests; numbers meaningless)")
     p.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=SECTIONS,
-                   metavar="SECTION", help=f"subset to run (default all: {', '.join(SECTIONS)})")
+                   metavar="SECTION", help="sections to run")
     p.add_argument("--data", default="python-docs", metavar="NAME|PATH",
                    help="corpus for the text-based sections (default python-docs, embedded)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -32,10 +32,10 @@ def register(subparsers) -> None:
     p.add_argument("--combine", nargs="+", default=None, metavar="DIR",
                    help="measure nothing: merge the sections of these report folders (run "
                    "in parallel, same preset and seed) into --out")
-    p.set_defaults(func=run_fn)
+    p.set_defaults(func=run_report)
 
 
-def run_fn(args) -> int:
+def run_report(args) -> int:
     import tensorflow as tf
 
     from keras_seq.analysis.report import run_report

@@ -58,10 +58,10 @@ def register(subparsers) -> None:
                    "latency for a lone client; measured to cost throughput under load). "
                    "Default: wait --batch-timeout-ms as TF Serving does")
     p.add_argument("--batch-signatures", default="score,next_tokens,serving_default,classify,tag",
-                   help="signatures whose calls are batched (comma-separated; generate's "
-                   "samples depend on a row's place in the batch, so it is not by default)")
+                   help="signatures whose calls are batched, comma-separated (not generate: "
+                   "its samples depend on a row's place in the batch)")
     p.add_argument("--max-body-bytes", type=_positive(int), default=1 << 20,
-                   help="largest request body; larger → 413 (default 1 MiB)")
+                   help="largest request body in bytes (1 MiB); larger → 413")
     p.add_argument("--max-instances", type=_positive(int), default=64,
                    help="most rows per request (default 64)")
     p.add_argument("--max-text-length", type=_positive(int), default=2000,
@@ -81,10 +81,10 @@ def register(subparsers) -> None:
     p.add_argument("--max-connections", type=_positive(int), default=1000, metavar="N",
                    help="most open connections; past it the one waiting longest for its "
                    "request is closed (default 1000)")
-    p.set_defaults(func=cmd_serve)
+    p.set_defaults(func=run_serve)
 
 
-def cmd_serve(args) -> int:
+def run_serve(args) -> int:
     from keras_seq.backend import require_tensorflow
 
     require_tensorflow("serving (SavedModels are loaded with TensorFlow)")

@@ -1,0 +1,137 @@
+"""One grammar for every ``keras-seq`` command: each flag says what it does and shows its
+real default once; train flags come from the typed configs (``--x/--no-x`` for booleans);
+every handler is ``run_<command>``."""
+
+import argparse
+import re
+
+import pytest
+
+from keras_seq.cli import build_parser
+from keras_seq.commands import lm, seq2seq, tasks
+from keras_seq.commands._common import config_overrides, show_default
+from keras_seq.tasks.lm.config import PRESETS, LMConfig
+
+
+def _commands(parser, path=()):
+    """``(words, parser)`` of every command and group."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, (*path, name))
+
+
+def _options(parser):
+    for action in parser._actions:
+        if action.option_strings and action.help != argparse.SUPPRESS and not isinstance(
+                action, (argparse._HelpAction, argparse._VersionAction)):
+            yield action
+
+
+def _config(path, parser, argv=()):
+    """The config a ``train`` command resolves from ``argv`` (what run_train trains)."""
+    args = parser.parse_args(["--run-dir", "r", *argv])
+    kind = path[1]
+    if kind == "lm":
+        return lm.config_from_args(args)
+    if kind == "seq2seq":
+        return seq2seq.config_from_args(args)
+    config_cls = tasks.TASKS[kind][0]
+    return config_cls.from_dict(config_overrides(args, config_cls, config_cls().to_dict()))
+
+
+def _real_default(path, parser, action):
+    """What the command uses when the flag is not given."""
+    if path[:1] == ("train",) and len(path) == 2 and action.default is None:
+        config = _config(path, parser)
+        if hasattr(config, action.dest):
+            return getattr(config, action.dest)
+    return action.default
+
+
+COMMANDS = [(path, p) for path, p in _commands(build_parser()) if path]
+
+
+@pytest.mark.parametrize("path,parser", COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])
+def test_every_flag_says_what_it_does_and_its_real_default_once(path, parser):
+    problems = []
+    for action in _options(parser):
+        # the line as --help prints it (a formatter may add to the help string)
+        flag, text = "/".join(action.option_strings), parser._get_formatter()._expand_help(action)
+        described = re.sub(r"\((default|range): [^)]*\)", "", text).strip()
+        if not described:
+            problems.append(f"{flag} has no description: {text!r}")
+        if len(re.findall(r"(?<!\w)default(?!\w)", text.lower())) > 1:  # not serving_default
+            problems.append(f"{flag} says 'default' more than once: {text!r}")
+        real = _real_default(path, parser, action)
+        if real is None or (action.nargs == 0 and not isinstance(
+                action, argparse.BooleanOptionalAction)):
+            continue  # said in words ("default: no limit") / an off switch
+        shown = re.search(r"(?<!\w)default:? (.*)", text)
+        if not shown or not shown.group(1).startswith(show_default(real)):
+            problems.append(f"{flag} default is {show_default(real)!r}; help: {text!r}")
+    assert not problems, f"keras-seq {' '.join(path)}:\n" + "\n".join(problems)
+
+
+def test_help_output_shows_each_default_once(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "classify", "--help"])
+    out = capsys.readouterr().out
+    batch = re.search(r"\n  --batch-size INT(.*?)\n  --", out, re.S).group(1)
+    assert " ".join(batch.split()) == ("examples per training batch (with --strategy: the "
+                                       "global batch) (default: 32) (range: ≥ 1)")
+
+
+def test_lm_help_shows_what_each_preset_sets():
+    parser = dict(COMMANDS)[("train", "lm")]
+    checked = 0
+    for action in _options(parser):
+        for name in PRESETS:
+            listed = re.search(rf"{name} ([^,;)]+)", action.help or "")
+            if listed:
+                config = _config(("train", "lm"), parser, ["--preset", name])
+                assert show_default(getattr(config, action.dest)) == listed.group(1)
+                checked += 1
+    assert checked >= 20  # units, embed_dim, bptt, dropout, … of three presets
+
+
+@pytest.mark.parametrize("kind", ["lm", "classify", "tag", "conditioned", "seq2seq"])
+def test_train_flags_are_the_config_fields_and_booleans_go_both_ways(kind):
+    import dataclasses
+
+    parser = dict(COMMANDS)[("train", kind)]
+    config = _config(("train", kind), parser)
+    flags = {}
+    for action in _options(parser):  # the generated flag, not an older alias
+        flags.setdefault(action.dest, action)
+    for field in dataclasses.fields(config):
+        if field.name in ("version", "replicas"):
+            continue
+        assert field.name in flags, f"train {kind} has no flag for {field.name}"
+        if isinstance(getattr(type(config)(), field.name), bool):
+            option = "--" + field.name.replace("_", "-")
+            assert flags[field.name].option_strings == [option, "--no-" + option[2:]]
+            for argv, value in (([option], True), (["--no-" + option[2:]], False)):
+                assert getattr(_config(("train", kind), parser, argv), field.name) is value
+
+
+def test_older_flag_names_still_work():
+    commands = dict(COMMANDS)
+    lm_parser, s2s = commands[("train", "lm")], commands[("train", "seq2seq")]
+    assert _config(("train", "lm"), lm_parser, ["--no-clip"]).clip_norm is None
+    assert _config(("train", "lm"), lm_parser, ["--no-lower"]).lower is False
+    assert _config(("train", "lm"), lm_parser, ["--preset", "ptb-small"]).units == 200
+    assert _config(("train", "lm"), lm_parser, ["--preset", "ptb-small", "--units", "8"]
+                   ).units == 8
+    assert _config(("train", "seq2seq"), s2s, ["--unidirectional"]).bidirectional is False
+    assert _config(("train", "lm"), lm_parser, ["--jit-compile"]).jit_compile is True
+    assert LMConfig().lower is None  # the tokenizer's own default (on) applies
+
+
+def test_every_command_runs_a_run_handler():
+    for path, parser in COMMANDS:
+        func = parser.get_default("func")
+        if func is None or func.__name__ == "<lambda>":  # a group: prints its help
+            continue
+        assert re.fullmatch(r"run_[a-z0-9_]+", func.__name__), (path, func.__name__)
