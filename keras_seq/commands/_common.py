@@ -63,8 +63,8 @@ def add_tokenizer_args(parser: argparse.ArgumentParser, default: str = "word") -
         help="target WordPiece vocabulary size (subword; default 8000)",
     )
     parser.add_argument(
-        "--no-lower", dest="lower", action="store_false", default=None,
-        help="keep case (word/subword; default: lower-case)",
+        "--lower", action=argparse.BooleanOptionalAction, default=None,
+        help="lower-case the text first (word/subword; default: on)",
     )
 
 
@@ -97,28 +97,12 @@ def fit_tokenizer(args, corpus):
 
 
 def add_backend_args(parser: argparse.ArgumentParser) -> None:
-    """``--backend``, ``--mixed-precision`` and ``--jit-compile`` of the train commands
-    (TrainConfig fields; :func:`keras_seq.cli.main` reads ``--backend`` before Keras is
-    imported)."""
-    from keras_seq.backend import BACKENDS, MIXED_PRECISION
+    """``--backend``, ``--mixed-precision``, ``--jit-compile``, ``--strategy`` and
+    ``--devices`` (TrainConfig fields, for a command whose other flags are not made from a
+    config; :func:`keras_seq.cli.main` reads ``--backend`` before Keras is imported)."""
+    from keras_seq.training.config import TrainConfig
 
-    g = parser.add_argument_group("backend")
-    g.add_argument("--backend", choices=BACKENDS, default=None,
-                   help="Keras backend that trains (default: $KERAS_BACKEND, else "
-                        "tensorflow); .keras checkpoints load under any of them")
-    g.add_argument("--mixed-precision", choices=MIXED_PRECISION, default=None,
-                   help="Keras dtype policy: compute in float16/bfloat16 with float32 "
-                        "variables; float16 gets loss scaling (default off)")
-    g.add_argument("--jit-compile", action="store_true", default=None,
-                   help="compile the train step (XLA on TensorFlow, torch.compile on torch; "
-                        "JAX always compiles)")
-    g.add_argument("--strategy", choices=("one", "mirrored", "multi-worker"), default=None,
-                   help="tf.distribute: one device, mirrored over --devices of this host, or "
-                        "multi-worker (one process per host, TF_CONFIG); --batch-size is the "
-                        "global batch (default one)")
-    g.add_argument("--devices", type=int, default=None,
-                   help="mirrored: how many devices (GPUs; logical CPU devices on a host "
-                        "without one); default every GPU")
+    add_config_args(parser, TrainConfig, only=BACKEND_FIELDS)
 
 
 def use_backend(args) -> str:
@@ -150,13 +134,16 @@ def print_json(payload) -> None:
 
 
 def config_overrides(args, config_cls, base: dict) -> dict:
-    """``base`` updated with every ``config_cls`` field given on the command line (not None)."""
+    """``base`` updated with every ``config_cls`` field given on the command line (not
+    None); ``--no-clip`` unsets ``clip_norm``."""
     import dataclasses
 
     for f in dataclasses.fields(config_cls):
         value = getattr(args, f.name, None)
         if value is not None:
             base[f.name] = value
+    if getattr(args, "no_clip", False) and "clip_norm" in base:
+        base["clip_norm"] = None
     return base
 
 
@@ -174,33 +161,99 @@ def group_parser(subparsers, name: str, help_text: str):
     return groups[name]
 
 
-def add_config_args(parser: argparse.ArgumentParser, config_cls, skip=()) -> None:
-    """One ``--flag`` per field of a :class:`~keras_seq.training.config.TrainConfig`
-    dataclass (default ``None``: the config's default; ``--no-flag`` for fields that
-    default to True). Pair with :func:`config_overrides`."""
+#: the TrainConfig fields listed under "backend" in ``--help``
+BACKEND_FIELDS = ("backend", "mixed_precision", "jit_compile", "strategy", "devices")
+
+
+def add_config_args(parser: argparse.ArgumentParser, config_cls, skip=(), only=None,
+                    presets: dict | None = None) -> None:
+    """One flag per field of the :class:`~keras_seq.training.config.TrainConfig` dataclass
+    ``config_cls`` (``--field-name``; ``--name/--no-name`` for a boolean), made from the
+    field's type and its :func:`~keras_seq.training.config.option` metadata: choices and a
+    one-line help that shows the config's default once (with ``presets``, the values a
+    preset sets too). The parser's default is ``None`` (not given), so a preset or the
+    config decides; pair with :func:`config_overrides`. A field that has a default gets
+    ``--no-clip`` when it is ``clip_norm``."""
     import dataclasses
     import typing
 
+    from keras_seq.training.config import TrainConfig
+
     hints = typing.get_type_hints(config_cls)
-    group = parser.add_argument_group(f"{config_cls.kind} config")
-    for f in dataclasses.fields(config_cls):
-        if f.name in ("version", *skip):
-            continue
+    shared = {f.name for f in dataclasses.fields(TrainConfig)}
+    titles = (f"{config_cls.kind} config", "training", "backend")
+    fields = [f for f in dataclasses.fields(config_cls)
+              if f.name not in ("version", "replicas", *skip)
+              and (only is None or f.name in only)]
+    groups = {}
+    for f in sorted(fields, key=lambda f: (f.name in shared) + (f.name in BACKEND_FIELDS)):
+        title = titles[(f.name in shared) + (f.name in BACKEND_FIELDS)]
+        if title not in groups:
+            groups[title] = parser.add_argument_group(title)
+        group, meta = groups[title], field_metadata(config_cls, f.name)
         flag = "--" + f.name.replace("_", "-")
         kind = hints[f.name]
         base = next((t for t in (bool, int, float, str) if t == kind or t in typing.get_args(kind)),
                     str)
+        help_text = meta.get("help", "")
+        if help_text:
+            help_text = f"{help_text} (default: {_config_default(f, meta, presets)})"
+        help_text = help_text.replace("%", "%%")
         if base is bool:
-            if f.default is True:
-                group.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name,
-                                   action="store_false", default=None,
-                                   help=f"turn {f.name} off (default on)")
-            else:
-                group.add_argument(flag, action="store_true", default=None,
-                                   help="(default off)")
-        else:
-            group.add_argument(flag, type=base, default=None, metavar=base.__name__.upper(),
-                               help=f"(default {f.default})")
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None,
+                               help=help_text)
+            continue
+        metavar = meta.get("metavar") or (None if meta.get("choices") else
+                                          {int: "INT", float: "FLOAT"}.get(base, "TEXT"))
+        group.add_argument(flag, type=base, default=None, choices=meta.get("choices"),
+                           metavar=metavar, help=help_text)
+        if f.name == "clip_norm" and f.default is not None:
+            group.add_argument("--no-clip", action="store_true",
+                               help="turn gradient clipping off (clip_norm unset)")
+
+
+def field_metadata(config_cls, name: str) -> dict:
+    """The :func:`~keras_seq.training.config.option` metadata of field ``name``: the
+    class's own, else that of the nearest base class that describes it (a subclass that
+    only changes a default keeps the shared description)."""
+    for cls in config_cls.__mro__:
+        declared = cls.__dict__.get("__dataclass_fields__", {}).get(name)
+        if declared is not None and declared.metadata.get("help"):
+            return dict(declared.metadata)
+    return {}
+
+
+def show_default(value) -> str:
+    """A default as ``--help`` shows it: ``on``/``off`` for booleans, ``%g`` for floats,
+    items as they are typed (space-separated) for lists, ``none`` for None.
+
+    >>> show_default(2e-3), show_default(True), show_default(("rnn", "gru"))
+    ('0.002', 'on', 'rnn gru')
+    """
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return " ".join(map(show_default, value))
+    return str(value)
+
+
+def _config_default(f, meta: dict, presets: dict | None) -> str:
+    """What ``--help`` says of a field's default: the config's (or, for a ``None`` default,
+    its ``default_help`` words) and what each preset sets it to."""
+    shown = meta.get("default_help") if f.default is None and meta.get("default_help") else \
+        show_default(f.default)
+    setting = {name: show_default(values[f.name]) for name, values in (presets or {}).items()
+               if f.name in values}
+    values = set(setting.values())
+    if values - {show_default(f.default)}:
+        shown += "; with --preset: " + (values.pop() if len(values) == 1 and len(setting) ==
+                                        len(presets) else ", ".join(
+                                            f"{name} {value}" for name, value in setting.items()))
+    return shown
 
 
 # ----------------------------------------------------------------------------------------
@@ -237,6 +290,7 @@ FLAG_RANGES: dict[str, Range] = {
         "histogram_freq", "sample_tokens", "decay_start", "warmup", "eval_every",
         "stop_after_failures", "train_steps", "version", "negator_pos", "sentiment_pos",
         "poll_interval", "batch_timeout_ms", "graceful_timeout", "length_penalty",
+        "attention_images",
     ), NON_NEGATIVE),
     **dict.fromkeys((
         "lr", "clip_norm", "max_minutes", "init_scale", "lr_decay", "temperature", "scale",
@@ -322,23 +376,40 @@ def check_corpus_arg(args) -> None:
 
 def check_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Give every numeric flag of ``parser`` and its sub-parsers the range of
-    :data:`FLAG_RANGES` (shown in its help) and ``--split-ratio`` its check, so that bad
-    values are refused while the command line is parsed (exit 2, before any work)."""
+    :data:`FLAG_RANGES` and ``--split-ratio`` its check, so that bad values are refused
+    while the command line is parsed (exit 2, before any work); and finish every help
+    line: the parser's default, once (unless the help already says it), then the range."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in {id(p): p for p in action.choices.values()}.values():
                 check_flags(sub)
-        elif action.type in (int, float) or hasattr(action.type, "range"):
-            if action.type in (int, float):
-                action.type = number(action.type, FLAG_RANGES.get(action.dest))
-            rng = action.type.range
-            if rng is not None and str(rng) != "a number" and action.help != argparse.SUPPRESS:
-                shown = str(rng).removeprefix("in ").removeprefix("from ")
-                action.help = f"{action.help or ''} (range: {shown})".lstrip()
-        elif action.type in (None, str) and action.option_strings and not action.choices:
-            if action.dest == "split_ratio":
-                action.type = split_ratio
+            continue
+        if not action.option_strings or action.help == argparse.SUPPRESS:
+            continue
+        if action.type in (int, float):
+            action.type = number(action.type, FLAG_RANGES.get(action.dest))
+        elif action.type in (None, str) and not action.choices and action.nargs != 0 \
+                and action.dest == "split_ratio":
+            action.type = split_ratio
+        if _shows_default(action):
+            action.help = f"{action.help or ''} (default: " \
+                          f"{show_default(action.default).replace('%', '%%')})".lstrip()
+        rng = getattr(action.type, "range", None)
+        if rng is not None and str(rng) != "a number":
+            shown = str(rng).removeprefix("in ").removeprefix("from ")
+            action.help = f"{action.help or ''} (range: {shown})".lstrip()
     return parser
+
+
+def _shows_default(action) -> bool:
+    """Whether ``--help`` should add ``action``'s default: it has one that means
+    something (not None, not the off state of an on/off flag) and the help does not
+    already say it."""
+    if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+        return False
+    if "default" in (action.help or "").lower() or action.default in (None, argparse.SUPPRESS):
+        return False
+    return not (action.nargs == 0 and isinstance(action.default, bool))
 
 
 def check_tokenizer_options(kind: str, **options) -> None:
@@ -361,15 +432,6 @@ def check_task_name(what: str, name: str, names, prefixes=()) -> None:
 
         raise KerasSeqError(f"unknown {what} {name!r}{hint}; expected one of "
                             f"{', '.join([*names, *(p + '…' for p in prefixes)])}")
-
-
-def check_shared_fields(args, kind: str) -> None:
-    """Check the fields every training config shares (``--lr``, ``--strategy`` with
-    ``--devices``, ``--backend``…) as given in ``args``, without importing the task."""
-    from keras_seq.training.config import TrainConfig
-
-    shared = type(f"{kind}Flags", (TrainConfig,), {"kind": kind})
-    shared(**config_overrides(args, TrainConfig, {})).validate()
 
 
 def comma_list(names=None, kind=None):

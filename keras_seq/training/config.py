@@ -31,11 +31,29 @@ from pathlib import Path
 from typing import ClassVar
 
 from keras_seq import __version__
-from keras_seq.backend import BACKENDS, mixed_precision_problem
+from keras_seq.backend import BACKENDS, MIXED_PRECISION, mixed_precision_problem
 from keras_seq.errors import KerasSeqError
 
 STRATEGIES = ("one", "mirrored", "multi-worker")
 MAX_JSON_INT = 2**53  # integers beyond this do not survive a JSON round trip everywhere
+
+
+def option(default, help: str, *, choices: tuple | None = None, metavar: str | None = None,
+           default_help: str | None = None):
+    """A config field with its one-line description, the single source of its
+    ``keras-seq train`` flag (``--field-name``): ``help`` says what it does; ``choices``
+    and ``metavar`` shape the flag; ``default_help`` says in words what a ``None`` default
+    means (``"no limit"``).
+
+    >>> @dataclass
+    ... class ToyConfig(TrainConfig):
+    ...     units: int = option(8, "hidden units")
+    >>> dataclasses.fields(ToyConfig)[-1].metadata["help"]
+    'hidden units'
+    """
+    metadata = {"help": help, "choices": choices, "metavar": metavar,
+                "default_help": default_help}
+    return field(default=default, metadata={k: v for k, v in metadata.items() if v is not None})
 
 
 @dataclass
@@ -44,19 +62,30 @@ class TrainConfig:
 
     kind: ClassVar[str] = "?"  # the `keras-seq train KIND` of the run
 
-    batch_size: int = 32
-    epochs: int = 10
-    lr: float = 1e-3
-    clip_norm: float | None = 5.0  # global-norm clipping threshold θ; None = off
-    max_minutes: float | None = None  # time budget; see the task for epoch/batch granularity
-    seed: int = 1234
+    batch_size: int = option(32, "examples per training batch (with --strategy: the global "
+                             "batch)")
+    epochs: int = option(10, "passes over the training data")
+    lr: float = option(1e-3, "learning rate")
+    clip_norm: float | None = option(5.0, "clip gradients to this global norm θ (--no-clip: "
+                                     "off)")  # None = off
+    max_minutes: float | None = option(None, "stop once training has run this many minutes",
+                                       default_help="no limit")  # see the task: epoch/batch
+    seed: int = option(1234, "random seed of weights, dropout and data order")
     # how the run computes (``keras-seq train --backend/--mixed-precision/--jit-compile``)
-    backend: str | None = None  # the Keras backend that started the run (None: the running one)
-    mixed_precision: str = "off"  # off | mixed_float16 | mixed_bfloat16 (Keras dtype policy)
-    jit_compile: bool = False  # XLA (TF), torch.compile (torch); JAX always compiles: True
+    backend: str | None = option(None, "Keras backend that trains; .keras checkpoints load "
+                                 "under any of them", choices=BACKENDS,
+                                 default_help="$KERAS_BACKEND, else tensorflow")
+    mixed_precision: str = option("off", "Keras dtype policy: compute in float16/bfloat16 with "
+                                  "float32 variables (float16 gets loss scaling)",
+                                  choices=MIXED_PRECISION)
+    jit_compile: bool = option(False, "compile the train step: XLA on TensorFlow, "
+                               "torch.compile on torch (JAX always compiles)")
     # tf.distribute (``--strategy/--devices``): batch_size stays the global batch
-    strategy: str = "one"  # one | mirrored (devices of one host) | multi-worker (TF_CONFIG)
-    devices: int | None = None  # mirrored: how many GPUs (or logical CPUs without a GPU)
+    strategy: str = option("one", "tf.distribute: one device, mirrored over --devices of this "
+                           "host, or multi-worker (one process per host, TF_CONFIG)",
+                           choices=STRATEGIES)
+    devices: int | None = option(None, "mirrored: how many devices (logical CPU devices on a "
+                                 "host without a GPU)", default_help="every GPU")
     replicas: int = 1  # recorded: the replicas the run trained on
     version: str = field(default=__version__)
 

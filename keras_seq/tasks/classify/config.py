@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from keras_seq.training.config import TrainConfig
+from keras_seq.training.config import TrainConfig, option
 
 POOLINGS = ("last", "mean", "attention")
+RNN = ("rnn", "gru", "lstm")
 
 
 @dataclass
@@ -16,31 +17,47 @@ class ClassifyConfig(TrainConfig):
     kind = "classify"
 
     # data
-    task: str = "reviews-negation"  # reviews-negation | tsv:PATH (text<TAB>label)
-    train_size: int | None = None  # generated: 4000/500/1500; TSV: caps
-    val_size: int | None = None
-    test_size: int | None = None
-    split_ratio: str = "80/10/10"  # TSV: seeded shuffled split
-    length: int | None = None  # reviews-negation: words per review (80)
-    negator_pos: int | None = None  # reviews-negation: position of the negator (5)
-    sentiment_pos: int | None = None  # reviews-negation: position of the sentiment word (75)
-    distances: str | None = None  # reviews-negation: "10,35,70" mixes distances
-    hard: bool = False  # reviews-negation: bag of words carries no label information
-    negated_share: float | None = None  # reviews-negation: reviews with a negator (0.25)
-    max_len: int | None = None  # keep at most this many words of a text (None: all)
-    max_vocab: int | None = None
-    min_count: int | None = None
-    lower: bool | None = None
+    task: str = option("reviews-negation", "reviews-negation (generated) or tsv:PATH "
+                       "(text<TAB>label lines)")
+    train_size: int | None = option(None, "training examples (generated) or a cap (TSV)",
+                                    default_help="generated: 4000; TSV: all")
+    val_size: int | None = option(None, "validation examples (generated) or a cap (TSV)",
+                                  default_help="generated: 500; TSV: all")
+    test_size: int | None = option(None, "test examples (generated) or a cap (TSV)",
+                                   default_help="generated: 1500; TSV: all")
+    split_ratio: str = option("80/10/10", "TSV: train/val/test shares of a seeded shuffle",
+                              metavar="TRAIN/VAL/TEST")
+    length: int | None = option(None, "reviews-negation: words per review", default_help="80")
+    negator_pos: int | None = option(None, "reviews-negation: position of the negator",
+                                     default_help="5")
+    sentiment_pos: int | None = option(None, "reviews-negation: position of the sentiment word",
+                                       default_help="75")
+    distances: str | None = option(None, "reviews-negation: comma-separated negator-sentiment "
+                                   "distances to mix, e.g. 10,35,70", metavar="N,N,…",
+                                   default_help="one distance")
+    hard: bool = option(False, "reviews-negation: the bag of words carries no label "
+                        "information")
+    negated_share: float | None = option(None, "reviews-negation: share of reviews with a "
+                                         "negator", default_help="0.25")
+    max_len: int | None = option(None, "keep at most this many words of a text",
+                                 default_help="all")
+    max_vocab: int | None = option(None, "largest word vocabulary, special tokens included",
+                                   default_help="no limit")
+    min_count: int | None = option(None, "keep words seen at least this often in train",
+                                   default_help="1, every word")
+    lower: bool | None = option(None, "lower-case the text first", default_help="on")
     # model
-    cell: str = "lstm"
-    units: int = 128
-    embed_dim: int = 64
-    num_layers: int = 1
-    bidirectional: bool = False
-    pooling: str = "last"  # last | mean | attention
-    attention_units: int | None = None
-    dropout: float = 0.0
-    residual: bool = False
+    cell: str = option("lstm", "recurrent layer", choices=RNN)
+    units: int = option(128, "hidden units per recurrent layer (and direction)")
+    embed_dim: int = option(64, "word embedding size")
+    num_layers: int = option(1, "stacked recurrent layers")
+    bidirectional: bool = option(False, "read the text in both directions")
+    pooling: str = option("last", "how the sequence becomes one vector: the last state, the "
+                          "mean, or attention", choices=POOLINGS)
+    attention_units: int | None = option(None, "attention pooling: alignment size",
+                                         default_help="units")
+    dropout: float = option(0.0, "dropout between layers")
+    residual: bool = option(False, "residual connections between stacked layers")
     # optimisation
     batch_size: int = 32
     epochs: int = 10

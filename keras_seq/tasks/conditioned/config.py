@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from keras_seq.training.config import TrainConfig
+from keras_seq.training.config import TrainConfig, option
 
 
 @dataclass
@@ -14,20 +14,26 @@ class ConditionedConfig(TrainConfig):
     kind = "conditioned"
 
     # data
-    task: str = "python-docs-topics"  # python-docs-topics | shapes | tsv:PATH
-    grouping: str = "topics"  # python-docs-topics: topics (30 conditions) | groups (10)
-    shuffle: bool = False  # tsv: shuffle each condition's rows before the 80/10/10 cut
-    unconditioned: bool = False  # the baseline: every condition mapped to one label
-    max_len: int = 64  # tokens per training chunk
-    max_vocab: int | None = None
-    min_count: int | None = 2  # words seen once become <unk>, so <unk> is learned
+    task: str = option("python-docs-topics", "python-docs-topics, shapes or tsv:PATH "
+                       "(condition<TAB>text lines)")
+    grouping: str = option("topics", "python-docs-topics: 30 topics or 10 groups of them as "
+                           "the conditions", choices=("topics", "groups"))
+    shuffle: bool = option(False, "tsv: shuffle each condition's rows before the 80/10/10 cut")
+    unconditioned: bool = option(False, "train the baseline: every condition mapped to one "
+                                 "label")
+    max_len: int = option(64, "tokens per training chunk")
+    max_vocab: int | None = option(None, "largest word vocabulary, special tokens included",
+                                   default_help="no limit")
+    min_count: int | None = option(2, "keep words seen at least this often in train (words "
+                                   "seen once become <unk>, so <unk> is learned)")
     # model
-    cell: str = "lstm"
-    units: int = 128
-    embed_dim: int = 64
-    num_layers: int = 1
-    mode: str = "both"  # init (condition → initial state) | input (every step) | both
-    dropout: float = 0.3
+    cell: str = option("lstm", "recurrent layer", choices=("rnn", "gru", "lstm"))
+    units: int = option(128, "hidden units per recurrent layer")
+    embed_dim: int = option(64, "word and condition embedding size")
+    num_layers: int = option(1, "stacked recurrent layers")
+    mode: str = option("both", "where the condition enters: the initial state (init), every "
+                       "step's input (input), or both", choices=("init", "input", "both"))
+    dropout: float = option(0.3, "dropout between layers")
     # optimisation
     batch_size: int = 16
     epochs: int = 10

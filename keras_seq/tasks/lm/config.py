@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from keras_seq.training.config import TrainConfig
+from keras_seq.training.config import TrainConfig, option
 
 
 @dataclass
@@ -17,48 +17,73 @@ class LMConfig(TrainConfig):
     kind = "lm"
 
     # data
-    data: str = "python-docs"
-    split_ratio: str = "90/5/5"
-    data_dir: str | None = None
-    tokenizer: str = "word"
-    max_vocab: int | None = None
-    min_count: int | None = None
-    vocab_size: int | None = None  # subword only
-    lower: bool | None = None
+    data: str = option("python-docs", "corpus: a registry name (python-docs, tinyshakespeare, "
+                       "ptb, wikitext-2), a .txt file or a folder of .txt files",
+                       metavar="NAME|PATH")
+    split_ratio: str = option("90/5/5", "train/val/test shares for a corpus without its own "
+                              "split files (percentages or fractions; '90/10': no test part)",
+                              metavar="TRAIN/VAL[/TEST]")
+    data_dir: str | None = option(None, "folder searched for registry files before "
+                                  "downloading", metavar="DIR",
+                                  default_help="$KERAS_SEQ_DATA_DIR")
+    tokenizer: str = option("word", "how text becomes tokens", choices=("char", "word", "subword"))
+    max_vocab: int | None = option(None, "largest vocabulary, special tokens included "
+                                   "(char/word)", default_help="no limit")
+    min_count: int | None = option(None, "keep tokens seen at least this often in train "
+                                   "(char/word)", default_help="1, every token")
+    vocab_size: int | None = option(None, "target WordPiece vocabulary size (subword)",
+                                    default_help="8000")
+    lower: bool | None = option(None, "lower-case the text first (word/subword)",
+                                default_help="on")
     # model
-    model: str = "rnn"  # rnn: a recurrent LM (see cell) | nplm: Bengio's feed-forward LM
-    context: int = 4  # nplm: previous tokens read (the n-gram order minus one)
-    nplm_direct: bool = False  # nplm: direct embedding → output connections (W)
-    cell: str = "lstm"  # rnn | gru | lstm | lstmp (keras-seq layers) or keras-lstm … (built-ins)
-    proj_units: int | None = None  # lstmp only (required there): projection size P ≤ units
-    cifg: bool = False  # coupled input-forget gate (i = 1 − f); keras-seq lstm / lstmp only
-    embed_dim: int = 128
-    units: int = 256
-    num_layers: int = 1
-    dropout: float = 0.0  # 1 − keep_prob in the PTB tutorial
-    tie_weights: bool = False
-    variational_dropout: bool = False  # one dropout mask per sequence (locked dropout)
-    embed_dropout: float = 0.0  # drop whole word types from the input embedding
-    weight_dropout: float = 0.0  # DropConnect on the recurrent kernels (weight drop)
-    init_scale: float | None = None  # uniform(−s, s) init for every weight (PTB recipe)
+    model: str = option("rnn", "rnn: a recurrent LM (--cell); nplm: Bengio et al.'s "
+                        "feed-forward LM over a window of --context tokens",
+                        choices=("rnn", "nplm"))
+    context: int = option(4, "nplm: previous tokens read (the n-gram order minus one)")
+    nplm_direct: bool = option(False, "nplm: direct connections from the embeddings to the "
+                               "output (W)")
+    cell: str = option("lstm", "recurrent layer: keras-seq rnn/gru/lstm/lstmp (lstmp: an LSTM "
+                       "with a recurrent projection, needs --proj-units) or Keras' built-ins",
+                       choices=("rnn", "gru", "lstm", "lstmp", "keras-rnn", "keras-gru",
+                                "keras-lstm"))
+    proj_units: int | None = option(None, "lstmp: projection size P ≤ units (the layer's "
+                                    "output and h)", default_help="none, lstmp needs one")
+    cifg: bool = option(False, "coupled input-forget gate, i = 1 − f (lstm, lstmp)")
+    embed_dim: int = option(128, "token embedding size")
+    units: int = option(256, "hidden units per recurrent layer (nplm: hidden tanh units)")
+    num_layers: int = option(1, "stacked recurrent layers")
+    dropout: float = option(0.0, "dropout between layers (1 − keep_prob of the PTB tutorial)")
+    tie_weights: bool = option(False, "share the embedding matrix with the output layer")
+    variational_dropout: bool = option(False, "one --dropout mask per sequence (locked "
+                                       "dropout), not one per step")
+    embed_dropout: float = option(0.0, "drop whole word types from the input embedding")
+    weight_dropout: float = option(0.0, "DropConnect on the recurrent kernels (weight drop)")
+    init_scale: float | None = option(None, "initialise every weight uniform(−s, s) (PTB "
+                                      "recipe)", default_help="Keras' initialisers")
     # optimisation
-    bptt: int = 35  # truncation length τ
-    bptt_mode: str = "truncated"  # truncated (stateful, stream layout) | full (whole lines)
-    batch_size: int = 20
-    state_reset_prob: float = 0.0  # truncated: chance a stream row's state is zeroed per batch
+    bptt: int = option(35, "truncation length τ: steps back-propagated through")
+    bptt_mode: str = option("truncated", "truncated: stateful TBPTT on the token stream; full: "
+                            "whole lines, stateless", choices=("truncated", "full"))
+    batch_size: int = option(20, "token streams per batch (with --strategy: the global batch)")
+    state_reset_prob: float = option(0.0, "truncated: chance that a stream's state is zeroed "
+                                     "before a batch, so the model keeps meeting the zero "
+                                     "state it starts from at inference")
     epochs: int = 5
-    optimizer: str = "adam"  # sgd | adam
+    optimizer: str = option("adam", "optimizer", choices=("sgd", "adam"))
     lr: float = 2e-3
-    lr_decay: float = 1.0  # per-epoch factor once decay starts (PTB schedule)
-    decay_start: int = 1  # epochs at full lr before decaying (PTB max_epoch)
+    lr_decay: float = option(1.0, "per-epoch learning-rate factor once decay starts (PTB)")
+    decay_start: int = option(1, "epochs at the full learning rate before decaying (PTB "
+                              "max_epoch)")
     clip_norm: float | None = 5.0  # global-norm clipping threshold θ; None = off
-    max_steps_per_epoch: int | None = None  # cap for smoke tests and time budgets
-    max_minutes: float | None = None  # stop after the first epoch ending past this budget
+    max_steps_per_epoch: int | None = option(None, "cap on the batches of an epoch (smoke "
+                                             "tests, time budgets)", default_help="no cap")
+    max_minutes: float | None = option(None, "stop after the first epoch that ends past this "
+                                       "many minutes", default_help="no limit")
     seed: int = 1234
     # logging
-    log_every: int = 50  # steps between gradient-norm / lr scalars
-    histogram_freq: int = 1  # epochs between weight/activation histograms (0 = off)
-    sample_tokens: int = 40  # tokens sampled into TensorBoard each epoch
+    log_every: int = option(50, "steps between gradient-norm and learning-rate scalars")
+    histogram_freq: int = option(1, "epochs between weight/activation histograms (0: off)")
+    sample_tokens: int = option(40, "tokens sampled into TensorBoard each epoch")
 
     def problems(self) -> list[str]:
         problems = super().problems()

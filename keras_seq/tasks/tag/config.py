@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from keras_seq.training.config import TrainConfig
+from keras_seq.training.config import TrainConfig, option
 
 
 @dataclass
@@ -14,25 +14,35 @@ class TagConfig(TrainConfig):
     kind = "tag"
 
     # data
-    task: str = "restore-punct"  # restore-punct[:CORPUS] | conll:PATH | conllu:PATH
-    data: str | None = None  # restore-punct: the corpus (default python-docs)
-    data_dir: str | None = None
-    split_ratio: str = "80/10/10"
-    max_sentences: int | None = None
-    max_len: int = 40  # restore-punct: words per sentence
-    token_col: int = 0  # conll columns
-    tag_col: int = -1
-    tag_field: str = "upos"  # conllu: upos | xpos | deprel
-    max_vocab: int | None = None
-    min_count: int | None = None
-    lower: bool | None = None
+    task: str = option("restore-punct", "restore-punct[:CORPUS] (punctuation and case as "
+                       "tags), conll:PATH or conllu:PATH")
+    data: str | None = option(None, "restore-punct: the corpus (a registry name or a .txt "
+                              "file or folder)", metavar="NAME|PATH",
+                              default_help="python-docs")
+    data_dir: str | None = option(None, "folder searched for registry files before "
+                                  "downloading", metavar="DIR",
+                                  default_help="$KERAS_SEQ_DATA_DIR")
+    split_ratio: str = option("80/10/10", "train/val/test shares of the sentences",
+                              metavar="TRAIN/VAL[/TEST]")
+    max_sentences: int | None = option(None, "read at most this many sentences",
+                                       default_help="all")
+    max_len: int = option(40, "restore-punct: words per sentence")
+    token_col: int = option(0, "conll: column of the token (-1: the last)")
+    tag_col: int = option(-1, "conll: column of the tag (-1: the last)")
+    tag_field: str = option("upos", "conllu: the field tagged", choices=("upos", "xpos",
+                                                                         "deprel"))
+    max_vocab: int | None = option(None, "largest word vocabulary, special tokens included",
+                                   default_help="no limit")
+    min_count: int | None = option(None, "keep words seen at least this often in train",
+                                   default_help="1, every word")
+    lower: bool | None = option(None, "lower-case the text first", default_help="on")
     # model
-    cell: str = "lstm"
-    units: int = 128  # per direction
-    embed_dim: int = 64
-    num_layers: int = 1
-    bidirectional: bool = True
-    dropout: float = 0.0
+    cell: str = option("lstm", "recurrent layer", choices=("rnn", "gru", "lstm"))
+    units: int = option(128, "hidden units per recurrent layer and direction")
+    embed_dim: int = option(64, "word embedding size")
+    num_layers: int = option(1, "stacked recurrent layers")
+    bidirectional: bool = option(True, "read the sentence in both directions")
+    dropout: float = option(0.0, "dropout between layers")
     # optimisation
     batch_size: int = 32
     epochs: int = 10
