@@ -126,7 +126,7 @@ def test_classify_concurrent_calls_are_batched(server, reference):
     ({"examples": [{"inputs": 3}]}, "input 'inputs': got 3 (an integer), expected a string"),
     ({"examples": [{"inputs": ["a", "b"]}]}, "input 'inputs': got [\"a\", \"b\"] (a list)"),
     ({"examples": [{"text": None}]}, "input 'inputs': got null, expected a string"),
-    ({"examples": [{"inputs": {"b64": "YQ==" * 16}}]}, "got {\"b64\": …} of 64 bytes, expected"),
+    ({"examples": [{"inputs": {"b64": "YWFh" * 22}}]}, "got {\"b64\": …} of 66 bytes, expected"),
     ({"examples": [{"inputs": "a"}], "context": {"lang": "en"}}, "\"context\" features"),
     ({"examples": [{"inputs": "a"}], "signature_name": 3}, "must be a string"),
     ({"examples": [{"inputs": "a"}], "signature_name": "nope"},

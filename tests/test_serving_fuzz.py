@@ -1,12 +1,14 @@
-"""Fuzz the running server from its own OpenAPI spec (schemathesis, bounded): no 5xx, and
-the server is still healthy and correct afterwards."""
+"""Fuzz the running server from its own OpenAPI spec (schemathesis, bounded): no 5xx; and
+every request field with values in and out of its declared range: 200 only for requests
+whose every value is in range, else a 400 naming the field; the server is still healthy
+and correct afterwards."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import httpx
-import numpy as np
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
@@ -15,17 +17,17 @@ from schemathesis import GenerationMode
 from test_serving_common import ThreadServer, model_base
 
 from keras_seq.serving.app import ServeConfig
-from keras_seq.serving.codec import Limits
+from keras_seq.serving.codec import Limits, field_of, request_fields, vocab_size
 
-MAX_EXAMPLES = 8  # per operation: 9 operations → at most 72 spec-driven cases (+ 40 below)
+MAX_EXAMPLES = 8  # per operation: 9 operations → at most 72 spec-driven cases
+MAX_FIELD_EXAMPLES = 120  # requests with every field drawn in and out of its range
+LIMITS = Limits(max_instances=8, max_text_length=200, max_generated_tokens=16, max_k=50)
 
 
 @pytest.fixture(scope="module")
 def fuzz_server(tmp_path_factory):
     config = ServeConfig(str(model_base(tmp_path_factory)), poll_interval=0,
-                         batch_timeout_ms=1.0, request_timeout_s=20,
-                         limits=Limits(max_instances=8, max_text_length=200,
-                                       max_generated_tokens=16))
+                         batch_timeout_ms=1.0, request_timeout_s=20, limits=LIMITS)
     with ThreadServer(config) as srv:
         srv.seen = []
         yield srv
@@ -70,68 +72,119 @@ def test_fuzz_openapi_no_server_errors(fuzz_server):
         check()
 
 
-_TEXT = st.text(max_size=60)
-_INT32 = st.integers(-(2**31), 2**31 - 1)
-_SCORE = st.fixed_dictionaries({"instances": st.lists(_TEXT, min_size=1, max_size=4)})
-_NEXT = st.fixed_dictionaries({
-    "signature_name": st.just("next_tokens"),
-    "inputs": st.fixed_dictionaries({"text": st.lists(_TEXT, min_size=1, max_size=4),
-                                     "k": st.integers(-5, 2000)})})
-_GENERATE = st.fixed_dictionaries({
-    "signature_name": st.just("generate"),
-    "inputs": st.fixed_dictionaries({"prompt": st.lists(_TEXT, min_size=1, max_size=2),
-                                     "max_tokens": st.integers(-2, 20),
-                                     "temperature": st.floats(allow_nan=True),
-                                     "top_k": _INT32, "seed": _INT32})})
+# -- every request field, in and out of its declared range ----------------------------------
+FUZZED = ("score", "next_tokens", "generate", "step")  # serving_default is score
 
 
-@given(body=st.one_of(_SCORE, _NEXT, _GENERATE))
-@settings(max_examples=40, deadline=None, derandomize=True, database=None,
-          phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-def test_fuzz_model_inputs(fuzz_server, body):
-    """Arbitrary Unicode text and argument values reach the model: 200 or a 4xx."""
-    import json
+def _fields(server, signature):
+    """The declared range (``request_fields``) of each input of ``signature``."""
+    sig = server.app.state.registry.get("lm").signatures[signature]
+    table = request_fields(LIMITS, vocab_size(sig))
+    return sig, {key: field_of(spec, table, LIMITS) for key, spec in sig.inputs.items()}
 
-    r = httpx.post(fuzz_server.url + "/v1/models/lm:predict", content=json.dumps(body),
-                   timeout=30)
-    fuzz_server.seen.append(r.status_code)
-    reasons = _rejections(body)
-    if reasons:
-        assert r.status_code == 400, (body, r.status_code, r.text[:300])
-        assert any(reason in r.json()["error"] for reason in reasons), (reasons, r.text)
+
+def _in_range_values(field):
+    r = field.range
+    if field.kind == "text":
+        return st.text(max_size=min(40, int(r.high)))
+    if field.kind == "integer":
+        return st.integers(int(r.low), int(r.high) - (1 if r.high_open else 0))
+    return st.floats(r.low, r.high, allow_nan=False)
+
+
+def _any_values(field):
+    """On, inside and past the bounds of the field's range, and of other JSON types."""
+    r = field.range
+    wrong_types = st.sampled_from(["3", True, None, {"x": 1}, 2.0, 7])
+    if field.kind == "text":
+        n = int(r.high)
+        return st.one_of(st.integers(n - 2, n + 2).map(lambda k: "x" * k), wrong_types)
+    if field.kind == "integer":
+        lo, hi = int(r.low), int(r.high)
+        return st.one_of(st.integers(lo - 3, lo + 3), st.integers(hi - 3, hi + 3),
+                         st.integers(-(2**63), 2**63), wrong_types)
+    return st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                     st.floats(r.low - 1, r.low + 1), st.floats(r.high * 0.999, r.high * 1.001),
+                     st.sampled_from([float("nan"), float("inf"), -float("inf")]),
+                     wrong_types)
+
+
+def _nested(shape, leaf):
+    """A nested list of ``shape`` (None: 1 to 3 rows) with leaves from ``leaf``."""
+    if not shape:
+        return leaf
+    inner = _nested(shape[1:], leaf)
+    size = dict(min_size=1, max_size=3) if shape[0] is None else \
+        dict(min_size=shape[0], max_size=shape[0])
+    return st.lists(inner, **size)
+
+
+def _request(server, signature):
+    """A columnar request of ``signature`` with every input drawn from its field."""
+    sig, fields = _fields(server, signature)
+    inputs = {}
+    for key, spec in sig.inputs.items():
+        field = fields[key]
+        leaf = st.one_of(_in_range_values(field), _any_values(field))
+        if len(spec.shape) == 2:  # step's states: mostly zeros, so one bad value stands out
+            leaf = st.one_of(st.just(0.0), st.just(0.0), leaf)
+        inputs[key] = _nested(spec.shape, leaf)
+    return st.fixed_dictionaries({"signature_name": st.just(signature),
+                                  "inputs": st.fixed_dictionaries(inputs)})
+
+
+def _leaves(value):
+    if isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
     else:
-        assert r.status_code == 200, (body, r.status_code, r.text[:300])
-        if "instances" in body:  # score: one prediction per text
-            assert len(r.json()["predictions"]) == len(body["instances"])
-        else:  # one output row per text or prompt
-            texts = body["inputs"].get("text") or body["inputs"]["prompt"]
+        yield value
+
+
+def _in_range(value, field) -> bool:
+    """The oracle, written from the field's declared kind and range alone."""
+    if field.kind == "text":
+        return isinstance(value, str) and len(value) in field.range
+    if isinstance(value, bool):
+        return False
+    if field.kind == "integer":
+        return isinstance(value, int) and value in field.range
+    return isinstance(value, (int, float)) and math.isfinite(value) and value in field.range
+
+
+@pytest.fixture(scope="module")
+def bodies(fuzz_server):
+    return st.sampled_from(FUZZED).flatmap(lambda name: _request(fuzz_server, name))
+
+
+def test_fuzz_every_field_in_and_out_of_range(fuzz_server, bodies):
+    """Every input of every signature, drawn from on, inside and past its declared range
+    and from other JSON types: 200 only when every value is in range, else a 400 naming
+    an input that is out of it (before the model runs)."""
+
+    @given(body=bodies)
+    @settings(max_examples=MAX_FIELD_EXAMPLES, deadline=None, derandomize=True,
+              database=None, phases=[Phase.explicit, Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    def check(body):
+        _, fields = _fields(fuzz_server, body["signature_name"])
+        bad = sorted(key for key, value in body["inputs"].items()
+                     if not all(_in_range(v, fields[key]) for v in _leaves(value)))
+        r = httpx.post(fuzz_server.url + "/v1/models/lm:predict", timeout=30,
+                       content=json.dumps(body, allow_nan=True))
+        fuzz_server.seen.append(r.status_code)
+        if bad:
+            assert r.status_code == 400, (bad, body, r.status_code, r.text[:300])
+            error = r.json()["error"]
+            assert any(error.startswith(f"input '{key}': got ") for key in bad), (bad, error)
+            assert " expected " in error, error
+        else:
+            assert r.status_code == 200, (body, r.status_code, r.text[:300])
+            texts = body["inputs"].get("text") or body["inputs"].get("prompt") or [0]
             for column in r.json()["outputs"].values():
                 assert len(column) == len(texts)
 
-
-def _rejections(body) -> list[str]:
-    """The error messages the server must answer ``body`` with (empty: it must succeed).
-
-    The limits of ``fuzz_server`` (max 8 rows, 200 characters, 16 generated tokens) and
-    the value checks of the keras-seq signatures; every generated text is short enough
-    and any text, even one without tokens, can be scored.
-    """
-    inputs = body.get("inputs", {})
-    name = body.get("signature_name")
-    reasons = []
-    if name == "next_tokens" and inputs["k"] > 1000:
-        reasons.append("k must be at most 1000")
-    if name == "generate":
-        if not 1 <= inputs["max_tokens"] <= 16:
-            reasons.append("max_tokens must be between 1 and 16")
-        t = inputs["temperature"]
-        with np.errstate(over="ignore"):  # the server reads it as float32
-            t32 = np.float32(t) if math.isfinite(t) else np.float32("nan")
-        if math.isfinite(t) and not np.isfinite(t32):
-            reasons.append("'temperature' has values out of range for float32")
-        elif not (np.isfinite(t32) and 0 <= t32 <= 1e6):
-            reasons.append("temperature must be a finite number ≥ 0")
-    return reasons
+    check()
 
 
 def test_still_healthy_after_fuzz(fuzz_server):
