@@ -396,8 +396,8 @@ def check_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                           f"{show_default(action.default).replace('%', '%%')})".lstrip()
         rng = getattr(action.type, "range", None)
         if rng is not None and str(rng) != "a number":
-            shown = str(rng).removeprefix("in ").removeprefix("from ")
-            action.help = f"{action.help or ''} (range: {shown})".lstrip()
+            shown = str(rng).removeprefix("in ").removeprefix("from ").replace(" ", "\u00a0")
+            action.help = f"{action.help or ''} (range: {shown})".lstrip()  # never cut: ≥ 1
     return parser
 
 
