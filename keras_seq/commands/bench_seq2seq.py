@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from keras_seq.commands._common import add_json_arg, print_json, print_table
@@ -10,8 +9,7 @@ from keras_seq.commands._common import add_json_arg, print_json, print_table
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "seq2seq", help="RNNsearch vs RNNenc: exact match per source length; PNG plots",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        "seq2seq", help="RNNsearch vs RNNenc: exact match per source length; PNG plots")
     p.add_argument("--tasks", default="reverse",
                    help="comma-separated: reverse (both models), dates (attention model)")
     p.add_argument("--out", default="bench-seq2seq", help="folder for runs and PNGs")
@@ -21,17 +19,17 @@ def register(subparsers) -> None:
     p.add_argument("--dates-minutes", type=float, default=14.0, help="dates: training budget")
     p.add_argument("--units", type=int, default=64,
                    help="reversal: encoder (per direction) and decoder units")
-    p.add_argument("--embed-dim", type=int, default=32)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--embed-dim", type=int, default=32, help="embedding size of both sides")
+    p.add_argument("--batch-size", type=int, default=64, help="pairs per training batch")
     p.add_argument("--train-size", type=int, default=60000, help="reversal training pairs")
-    p.add_argument("--test-size", type=int, default=2000)
-    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--test-size", type=int, default=2000, help="test pairs scored per model")
+    p.add_argument("--seed", type=int, default=1234, help="random seed of data and weights")
     p.add_argument("--fresh", action="store_true", help="retrain even if runs exist in --out")
     add_json_arg(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run_seq2seq)
 
 
-def run(args) -> int:
+def run_seq2seq(args) -> int:
     from keras_seq.benchmarks.seq2seq import dates_bench, reversal_bench
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]

@@ -27,11 +27,11 @@ def add_memory_args(p) -> None:
                    help="skip a cell's longer distances after N consecutive failures (0: never)")
     p.add_argument("--max-minutes", type=float, default=None,
                    help="skip the runs not started within this wall time (lower bounds)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed of data and weights")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write memory.json and memory.png here")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    p.add_argument("--no-progress", dest="progress", action="store_false")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 
 def register(subparsers) -> None:
@@ -49,13 +49,16 @@ def register(subparsers) -> None:
         "optionally the exploding-gradient / clipping experiment",
     )
     g.add_argument("--cells", nargs="+", default=["rnn", "gru", "lstm"],
-                   choices=("rnn", "gru", "lstm"))
-    g.add_argument("--data", default="python-docs", metavar="NAME|PATH")
-    g.add_argument("--tokenizer", default="word", choices=("char", "word"))
-    g.add_argument("--seq-len", type=int, default=80)
+                   choices=("rnn", "gru", "lstm"), help="cells measured")
+    g.add_argument("--data", default="python-docs", metavar="NAME|PATH",
+                   help="corpus the sequences come from")
+    g.add_argument("--tokenizer", default="word", choices=("char", "word"),
+                   help="tokenizer of the corpus")
+    g.add_argument("--seq-len", type=int, default=80,
+                   help="tokens per sequence (the largest distance)")
     g.add_argument("--batch", type=int, default=64, help="sequences averaged over")
-    g.add_argument("--units", type=int, default=128)
-    g.add_argument("--embed-dim", type=int, default=64)
+    g.add_argument("--units", type=int, default=128, help="recurrent units")
+    g.add_argument("--embed-dim", type=int, default=64, help="embedding size")
     g.add_argument("--train-steps", type=int, default=300,
                    help="also measure after this many training steps (0: initialisation only)")
     g.add_argument("--clipping", action="store_true",
@@ -65,10 +68,10 @@ def register(subparsers) -> None:
     g.add_argument("--clip-norm", type=float, default=1.0, help="clipping: threshold θ")
     g.add_argument("--lr", type=float, default=2.0, help="clipping: SGD learning rate")
     g.add_argument("--steps", type=int, default=300, help="clipping: training steps")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=int, default=0, help="random seed of data and weights")
     g.add_argument("--out", default=None, metavar="DIR", help="write JSON and PNG here")
     g.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    g.add_argument("--no-progress", dest="progress", action="store_false")
+    g.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     g.set_defaults(func=run_gradients)
 
 
