@@ -7,12 +7,10 @@ so ``--help`` stays fast.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 
 from keras_seq.commands._common import (
-    add_backend_args,
     add_config_args,
     add_json_arg,
     check_run_arg,
@@ -53,26 +51,24 @@ def register(subparsers) -> None:
     train = group_parser(subparsers, "train", "train a model into a run directory")
     evaluate = group_parser(subparsers, "eval", "evaluate a trained model")
     for kind, (config_cls, _, train_help, eval_help) in TASKS.items():
-        p = train.add_parser(kind, help=train_help,
-                             formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        p = train.add_parser(kind, help=train_help)
         p.add_argument("--run-dir", required=True, help="where config, checkpoints and logs go")
         p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
         p.add_argument("--quiet", action="store_true", help="one line per epoch")
         add_json_arg(p)
-        add_config_args(p, config_cls, skip=("backend", "mixed_precision", "jit_compile",
-                                                 "strategy", "devices", "replicas"))
-        add_backend_args(p)
+        add_config_args(p, config_cls)
         p.set_defaults(func=run_train, kind=kind)
 
         p = evaluate.add_parser(kind, help=eval_help)
-        p.add_argument("--run-dir", required=True)
-        p.add_argument("--split", default="test", choices=("train", "val", "test"))
+        p.add_argument("--run-dir", required=True, help="the run to evaluate")
+        p.add_argument("--split", default="test", choices=("train", "val", "test"),
+                       help="split scored")
         add_json_arg(p)
         p.set_defaults(func=run_eval, kind=kind)
 
     p = subparsers.add_parser("predict", help="labels (classify runs) or tags (tag runs) of "
                                               "texts given as arguments or one per stdin line")
-    p.add_argument("--run-dir", required=True)
+    p.add_argument("--run-dir", required=True, help="the classify or tag run that predicts")
     p.add_argument("--top", type=int, default=1, help="classify: labels shown per text")
     add_json_arg(p)
     p.add_argument("text", nargs="*", help="texts (none: one per line on stdin)")
