@@ -40,7 +40,8 @@ def test_a_python_error_during_the_import_still_shows():
     code = ("import sys; from keras_seq.commands._startup import _caught_stderr\n"
             "with _caught_stderr():\n"
             "    print('real problem', file=sys.stderr)\n"
-            "    import os; os.write(2, b'I0000 00:00:1796121005.113392   11735 port.cc:153] x\\n')\n")
+            "    import os\n"
+            "    os.write(2, b'I0000 00:00:1796121005.113392   11735 port.cc:153] x\\n')\n")
     out, both = _run(code=code)
     assert out.stderr.strip() == "real problem", both
 
