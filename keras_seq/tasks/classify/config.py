@@ -55,7 +55,7 @@ class ClassifyConfig(TrainConfig):
     pooling: str = option("last", "how the sequence becomes one vector: the last state, the "
                           "mean, or attention", choices=POOLINGS)
     attention_units: int | None = option(None, "attention pooling: alignment size",
-                                         default_help="units")
+                                         default_help="units // 2")
     dropout: float = option(0.0, "dropout between layers")
     residual: bool = option(False, "residual connections between stacked layers")
     # optimisation
