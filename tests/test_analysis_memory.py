@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from keras_seq.analysis import memory as M
-from keras_seq.data.tasks import make_task
+from keras_seq.data.probes import make_task
 
 
 @pytest.mark.parametrize(

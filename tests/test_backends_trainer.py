@@ -33,7 +33,7 @@ LM_TINY = ["--embed-dim", "8", "--units", "12", "--batch-size", "4", "--bptt", "
            "--max-steps-per-epoch", "6", "--sample-tokens", "8", "--log-every", "2",
            "--histogram-freq", "1", "--dropout", "0.2", "--state-reset-prob", "0.2",
            "--seed", "7", "--lr", "0.01", "--quiet"]
-S2S_TINY = ["--task", "copy", "--min-len", "4", "--max-len", "4", "--train-size", "32",
+S2S_TINY = ["--data", "copy", "--min-len", "4", "--max-len", "4", "--train-size", "32",
             "--val-size", "8", "--test-size", "8", "--units", "8", "--embed-dim", "4",
             "--batch-size", "16", "--eval-size", "8", "--unidirectional", "--quiet"]
 

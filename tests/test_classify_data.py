@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from keras_seq.data.splits import split_items
 from keras_seq.errors import DataError
 from keras_seq.tasks.classify import data as cdata
 from keras_seq.tasks.classify.data import (
@@ -15,7 +16,6 @@ from keras_seq.tasks.classify.data import (
     load_tsv,
     make_classification_task,
     reviews_negation,
-    split_rows,
 )
 
 # -- TSV ---------------------------------------------------------------------------------
@@ -87,21 +87,21 @@ def test_tsv_task_split_is_deterministic_and_stratified(tmp_path):
     assert a.splits == b.splits and a.sha256 == b.sha256
     assert a.splits["train"] != c.splits["train"]
     sizes = {s: len(p) for s, p in a.splits.items()}
-    assert sizes == {"train": 240, "val": 30, "test": 30}
+    assert sizes == {"train": 270, "val": 15, "test": 15}  # the shared default, 90/5/5
     everything = sorted(r for split in a.splits.values() for r in split)
     assert everything == sorted(load_tsv(path))  # a partition: nothing lost or repeated
     assert a.labels == ["meh", "neg", "pos"]
     info = a.describe()
-    assert info["label_counts"]["test"] == {"meh": 10, "neg": 10, "pos": 10}
+    assert info["label_counts"]["test"] == {"meh": 5, "neg": 5, "pos": 5}
     assert info["imbalance"] == 1.0 and len(info["sha256"]) == 64
     other = make_classification_task(f"tsv:{path}", seed=3, split_ratio="50/25/25",
                                      test_size=7)
     assert (len(other.splits["train"]), len(other.splits["test"])) == (150, 7)
 
 
-def test_split_rows_keeps_every_label_in_train():
+def test_stratified_split_keeps_every_label_in_train():
     rows = [("a", "x"), ("b", "rare")] + [(f"t{i}", "x") for i in range(20)]
-    splits = split_rows(rows, seed=0, ratio="34/33/33")
+    splits = split_items(rows, "34/33/33", seed=0, by=lambda row: row[1])
     assert {label for _, label in splits["train"]} == {"x", "rare"}
 
 
@@ -118,7 +118,7 @@ def test_unknown_spec_lists_the_valid_ones():
 
 
 def test_bad_split_ratio(tmp_path):
-    with pytest.raises(DataError, match=r"split_ratio='80/20'.*'80/10/10'"):
+    with pytest.raises(DataError, match=r"invalid split '80/20': 2 shares, expected 3"):
         make_classification_task(f"tsv:{big_tsv(tmp_path)}", split_ratio="80/20")
 
 

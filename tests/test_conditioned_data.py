@@ -4,14 +4,16 @@ import sys
 import numpy as np
 import pytest
 
+from keras_seq.data.splits import SPLITS, parse_split, split_sizes
 from keras_seq.data.tokenizers import make_tokenizer
 from keras_seq.errors import DataError
+from keras_seq.tasks.conditioned.config import ConditionedConfig
 from keras_seq.tasks.conditioned.data import (
-    SPLITS,
     TOPIC_GROUPS,
+    TOPIC_SPLIT,
     conditioned_batches,
-    contiguous_cut,
     encode_conditioned,
+    items_needed,
     make_conditioned_task,
     topic_group,
 )
@@ -55,11 +57,22 @@ def test_grouping_by_topic_name():
         make_conditioned_task("python-docs-topics", grouping="letters")
 
 
-def test_contiguous_cut():
-    assert contiguous_cut(0) == (0, 0, 0)
-    assert contiguous_cut(4) == (4, 0, 0)
-    assert contiguous_cut(5) == (3, 1, 1)
-    assert contiguous_cut(37) == (29, 4, 4)
+def test_topic_cut_is_the_shared_rule_at_80_10_10():
+    cut = parse_split(TOPIC_SPLIT)
+    assert ConditionedConfig().split_ratio == TOPIC_SPLIT == "80/10/10"
+    assert split_sizes(0, cut) == (0, 0, 0)
+    assert split_sizes(4, cut) == (4, 0, 0)
+    assert split_sizes(5, cut) == (3, 1, 1)
+    assert split_sizes(37, cut) == (29, 4, 4)
+    assert items_needed(TOPIC_SPLIT) == 5 and items_needed("60/20/20") == 3
+
+
+def test_split_ratio_changes_the_cut_of_every_topic(docs):
+    wider = make_conditioned_task("python-docs-topics", split_ratio="60/20/20")
+    assert len(wider.splits["test"]) > 1.5 * len(docs.splits["test"])
+    assert wider.describe()["spec"]["split_ratio"] == "60/20/20"
+    with pytest.raises(DataError, match="expected 3"):
+        make_conditioned_task("python-docs-topics", split_ratio="90/10")
 
 
 def _batch_items():

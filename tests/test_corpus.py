@@ -3,7 +3,8 @@ import hashlib
 import pytest
 
 from keras_seq.data import corpus as corpus_mod
-from keras_seq.data.corpus import load_corpus, parse_split, split_text
+from keras_seq.data.corpus import load_corpus
+from keras_seq.data.splits import parse_split, split_text
 from keras_seq.errors import DataError
 
 SHAKESPEARE_SHA = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"

@@ -17,7 +17,7 @@ ARGS = ["--data", "python-docs", "--tokenizer", "char", "--cell", "lstm", "--uni
         "--lr", "0.01", "--quiet"]
 # 99 training pairs in batches of 8: the last one (3 pairs) is padded to split over 2
 # replicas; 24 validation pairs split evenly.
-S2S_ARGS = ["--task", "reverse", "--train-size", "99", "--val-size", "24", "--test-size", "8",
+S2S_ARGS = ["--data", "reverse", "--train-size", "99", "--val-size", "24", "--test-size", "8",
             "--max-len", "8", "--units", "16", "--embed-dim", "8", "--batch-size", "8",
             "--eval-size", "4", "--lr", "0.01", "--dropout", "0",
             "--quiet"]

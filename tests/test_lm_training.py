@@ -220,7 +220,7 @@ def test_compare_runs_with_an_ngram_and_refuse_other_tokens(tmp_path, corpus_fil
 
 
 def test_unseen_unk_warning():
-    from keras_seq.tasks.lm.task import unseen_unk_warning
+    from keras_seq.tasks.lm.data import unseen_unk_warning
 
     train = np.array([2, 3, 4, 5] * 50)
     val = np.array([2, 1, 3, 4] * 10)  # 25% <unk> (id 1)

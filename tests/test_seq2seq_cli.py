@@ -7,7 +7,7 @@ import pytest
 
 from keras_seq.cli import main
 
-TINY = ["--task", "reverse", "--max-len", "5", "--train-size", "64", "--val-size", "8",
+TINY = ["--data", "reverse", "--max-len", "5", "--train-size", "64", "--val-size", "8",
         "--test-size", "16", "--units", "8", "--embed-dim", "4", "--steps-per-epoch", "2",
         "--eval-size", "8", "--batch-size", "16", "--quiet"]
 
@@ -97,7 +97,7 @@ def test_train_script_help():
     script = Path(__file__).resolve().parents[1] / "train" / "seq2seq.py"
     out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True,
                          text=True, check=True).stdout
-    assert "--attention" in out and "--task" in out
+    assert "--attention" in out and "--data" in out
 
 
 def test_bench_rejects_unknown_tasks(capsys):

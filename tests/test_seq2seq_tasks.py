@@ -2,8 +2,8 @@ import datetime as dt
 
 import pytest
 
-from keras_seq.data import seq2seq_tasks as tasks
 from keras_seq.errors import DataError
+from keras_seq.tasks.seq2seq import data as tasks
 from keras_seq.tasks.seq2seq import metrics
 
 

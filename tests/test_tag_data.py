@@ -7,6 +7,7 @@ import pytest
 
 from keras_seq.data.corpus import load_corpus
 from keras_seq.errors import DataError
+from keras_seq.tasks.tag.config import TagConfig
 from keras_seq.tasks.tag.data import (
     TaggingData,
     case_class,
@@ -124,7 +125,7 @@ def test_conll_task_split_is_seeded_deterministic_and_complete(tmp_path):
     c = make_tagging_task(f"conll:{path}", seed=4)
     assert a.splits == b.splits and a.sha256 == b.sha256
     assert a.splits != c.splits and a.sha256 != c.sha256
-    assert [len(a.splits[s]) for s in ("train", "val", "test")] == [40, 5, 5]
+    assert [len(a.splits[s]) for s in ("train", "val", "test")] == [44, 3, 3]  # 90/5/5
     everything = sorted(w[0] for s in a.splits.values() for w, _ in s)
     assert everything == sorted(ws[0] for ws, _ in read_conll(path))
     assert len(set(everything)) == 50  # disjoint splits
@@ -159,9 +160,10 @@ def test_conllu_task_and_bad_specs(tmp_path):
         make_tagging_task(f"conllu:{path}", split_ratio="a/b")
     one = make_tagging_task(f"conll:{_write(tmp_path, 'one.txt', 'a O')}")
     assert len(one.splits["train"]) == 1 and "the val split is empty" in one.notes
-    with pytest.raises(DataError, match="too few to split"):
-        three = _write(tmp_path, "three.txt", "a O\n\nb O\n\nc O\n")
-        make_tagging_task(f"conll:{three}", split_ratio="2/96/2")
+    three = _write(tmp_path, "three.txt", "a O\n\nb O\n\nc O\n")
+    squeezed = make_tagging_task(f"conll:{three}", split_ratio="2/96/2")
+    assert [len(squeezed.splits[s]) for s in ("train", "val", "test")] == [1, 2, 0]
+    assert "the test split is empty" in squeezed.notes  # train keeps one sentence
     with pytest.raises(DataError, match="same positive number"):
         TaggingData("x", {"train": [(["a", "b"], ["O"])]})
 
@@ -191,7 +193,8 @@ def test_restore_punct_chunks_long_lines_and_skips_empty_ones():
 
 
 def test_restore_punct_task_uses_contiguous_corpus_splits():
-    data = make_tagging_task("restore-punct", max_len=30)
+    ratio = TagConfig().split_ratio  # train tag's 80/10/10
+    data = make_tagging_task("restore-punct", max_len=30, split_ratio=ratio)
     corpus = load_corpus("python-docs", split="80/10/10")
     for split in ("train", "val", "test"):
         assert data.splits[split] == restore_punct(corpus.text(split), max_len=30)
@@ -201,7 +204,7 @@ def test_restore_punct_task_uses_contiguous_corpus_splits():
     assert all(w == w.lower() and not set(w) & set(".,?!:;") for w in words)
     assert max(len(ws) for s in data.splits.values() for ws, _ in s) <= 30
     assert data.spec["corpus_sha256"] == corpus.sha256
-    small = make_tagging_task("restore-punct:python-docs", max_sentences=20)
+    small = make_tagging_task("restore-punct:python-docs", max_sentences=20, split_ratio=ratio)
     assert [len(small.splits[s]) for s in ("train", "val", "test")] == [16, 2, 2]
     assert small.splits["val"] == restore_punct(corpus.text("val"), max_len=40)[:2]
 

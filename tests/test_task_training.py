@@ -12,7 +12,8 @@ from keras_seq.errors import KerasSeqError
 from keras_seq.tasks.classify.config import ClassifyConfig
 from keras_seq.tasks.classify.task import train_classifier
 from keras_seq.tasks.lm.config import LMConfig
-from keras_seq.tasks.lm.evaluation import evaluate_windows, nplm_windows
+from keras_seq.tasks.lm.data import nplm_windows
+from keras_seq.tasks.lm.evaluation import evaluate_windows
 from keras_seq.tasks.lm.task import train_lm
 
 QUIET = ["--quiet"]
@@ -37,7 +38,7 @@ def tsv_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def classify_run(tsv_file, tmp_path_factory):
     run = tmp_path_factory.mktemp("classify") / "run"
-    assert main(["train", "classify", "--run-dir", str(run), "--task", f"tsv:{tsv_file}",
+    assert main(["train", "classify", "--run-dir", str(run), "--data", f"tsv:{tsv_file}",
                  "--units", "16", "--embed-dim", "8", "--epochs", "6", "--batch-size", "16",
                  "--lr", "0.02", *QUIET]) == 0
     return run
@@ -63,7 +64,7 @@ def test_classify_tsv_trains_evaluates_and_predicts(classify_run, capsys):
 def test_bad_tsv_row_names_file_and_line(tmp_path, tsv_file, capsys):
     bad = tmp_path / "bad.tsv"
     bad.write_text(tsv_file.read_text() + "no label column here\n")
-    assert main(["train", "classify", "--run-dir", str(tmp_path / "r"), "--task",
+    assert main(["train", "classify", "--run-dir", str(tmp_path / "r"), "--data",
                  f"tsv:{bad}", "--epochs", "1"]) == 2
     err = capsys.readouterr().err
     assert "bad.tsv:242" in err and not (tmp_path / "r").exists()
@@ -78,7 +79,7 @@ def test_predict_refuses_other_kinds_of_run(tmp_path, capsys):
 
 
 def test_classify_resume_ends_with_the_same_weights(tmp_path, tsv_file):
-    cfg = dict(task=f"tsv:{tsv_file}", units=8, embed_dim=8, batch_size=16, dropout=0.2,
+    cfg = dict(data=f"tsv:{tsv_file}", units=8, embed_dim=8, batch_size=16, dropout=0.2,
                seed=3)
     train_classifier(ClassifyConfig(**cfg, epochs=3), tmp_path / "full", verbose=0)
     train_classifier(ClassifyConfig(**cfg, epochs=1), tmp_path / "half", verbose=0)
@@ -106,7 +107,7 @@ def conllu_file(tmp_path_factory):
 
 def test_tag_conllu_trains_evaluates_and_predicts(tmp_path, conllu_file, capsys):
     run = tmp_path / "run"
-    assert main(["train", "tag", "--run-dir", str(run), "--task", f"conllu:{conllu_file}",
+    assert main(["train", "tag", "--run-dir", str(run), "--data", f"conllu:{conllu_file}",
                  "--units", "8", "--embed-dim", "8", "--epochs", "8", "--lr", "0.05",
                  "--batch-size", "8", *QUIET]) == 0
     metrics = json.loads((run / "metrics.json").read_text())
@@ -154,7 +155,7 @@ def test_conditioned_trains_evaluates_and_generates(tmp_path, capsys):
     tsv = tmp_path / "c.tsv"
     tsv.write_text("\n".join(rows) + "\n")
     run = tmp_path / "run"
-    assert main(["train", "conditioned", "--run-dir", str(run), "--task", f"tsv:{tsv}",
+    assert main(["train", "conditioned", "--run-dir", str(run), "--data", f"tsv:{tsv}",
                  "--min-count", "1", "--units", "16", "--embed-dim", "8", "--epochs", "8",
                  "--dropout", "0", "--lr", "0.02", *QUIET]) == 0
     metrics = json.loads((run / "metrics.json").read_text())
@@ -165,3 +166,33 @@ def test_conditioned_trains_evaluates_and_generates(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == "[dogs] woof woof woof"
     assert main(["generate", "--run-dir", str(run), "--condition", "cows"]) == 2
     assert "unknown condition 'cows'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind, data", [("classify", "tsv:reviews.tsv"),
+                                        ("tag", "conllu:ud.conllu"),
+                                        ("conditioned", "python-docs-topics"),
+                                        ("seq2seq", "dates")])
+def test_train_refuses_task_and_points_to_data(tmp_path, capsys, kind, data):
+    assert main(["train", kind, "--run-dir", str(tmp_path / "r"), "--task", data]) == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --task" in err and "did you mean '--data'?" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_configs_of_older_runs_read_task_as_data(tmp_path):
+    from keras_seq.tasks.conditioned.config import ConditionedConfig
+    from keras_seq.tasks.seq2seq.config import Seq2SeqConfig
+    from keras_seq.tasks.tag.config import TagConfig
+
+    assert ClassifyConfig.from_dict({"task": "tsv:a.tsv"}).data == "tsv:a.tsv"
+    assert Seq2SeqConfig.from_dict({"task": "reverse"}).data == "reverse"
+    assert TagConfig.from_dict({"task": "conll:x"}).data == "conll:x"
+    old_tag = {"task": "restore-punct", "data": "tinyshakespeare"}
+    assert TagConfig.from_dict(old_tag).data == "restore-punct:tinyshakespeare"
+    # a whole config.json of an older conditioned run: `task`, and no split_ratio field
+    old = {"kind": "conditioned", **ConditionedConfig(data="shapes").to_dict()}
+    old["task"] = old.pop("data")
+    del old["split_ratio"]
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    loaded = ConditionedConfig.load(tmp_path / "config.json")
+    assert (loaded.data, loaded.split_ratio) == ("shapes", "80/10/10")

@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 from keras_seq.analysis._common import COLORS, LABELS, Progress, check_cells, pyplot
-from keras_seq.data.tasks import TASKS, make_task
+from keras_seq.data.probes import TASKS, make_task
 from keras_seq.errors import KerasSeqError
 
 MEMORY_CELLS = ("rnn", "gru", "lstm", "attn-gru")
@@ -123,7 +123,7 @@ def _attention_pooling_layer():
 
 def build_memory_model(cell: str, task, units: int = 32, embed_dim: int = 16, lr: float = 1e-2,
                        seed: int = 0):
-    """A compiled model for ``task`` (a :class:`keras_seq.data.tasks.Task`)."""
+    """A compiled model for ``task`` (a :class:`keras_seq.data.probes.Task`)."""
     import keras
 
     from keras_seq.analysis._common import recurrent_layer

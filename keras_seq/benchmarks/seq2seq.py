@@ -19,13 +19,10 @@ import json
 import shutil
 from pathlib import Path
 
-from keras_seq.tasks.seq2seq.training import (
-    Seq2SeqConfig,
-    evaluate_run,
-    heatmap_for,
-    load_run,
-    train_seq2seq,
-)
+from keras_seq.tasks.seq2seq.config import Seq2SeqConfig
+from keras_seq.tasks.seq2seq.data import reverse_pairs
+from keras_seq.tasks.seq2seq.evaluation import evaluate_run, heatmap_for, load_run
+from keras_seq.tasks.seq2seq.task import train_seq2seq
 
 
 def _train(config: Seq2SeqConfig, run_dir: Path, fresh: bool, verbose: int, printer) -> dict:
@@ -50,7 +47,7 @@ def reversal_bench(out_dir, max_len: int = 64, minutes: float = 12.0, units: int
     out_dir = Path(out_dir)
     runs, evals = {}, {}
     for attention in ("bahdanau", "none"):
-        config = Seq2SeqConfig(task="reverse", min_len=1, max_len=max_len,
+        config = Seq2SeqConfig(data="reverse", min_len=1, max_len=max_len,
                                train_size=train_size, val_size=200, test_size=test_size,
                                units=units, embed_dim=embed_dim, batch_size=batch_size,
                                attention=attention, epochs=1000, max_minutes=minutes,
@@ -79,8 +76,6 @@ def reversal_bench(out_dir, max_len: int = 64, minutes: float = 12.0, units: int
                          title=f"reversal: exact match vs source length (≤ {minutes:g} min "
                                "CPU training each)")
     _, src_tok, tgt_tok, model = load_run(out_dir / "reverse-bahdanau")
-    from keras_seq.data.seq2seq_tasks import reverse_pairs
-
     example = reverse_pairs(1, seed=seed + 99, min_len=max_len, max_len=max_len)[0][0]
     heatmap = heatmap_for(model, src_tok, tgt_tok, example, out_dir / "attention_heatmap.png")
     summary = {
@@ -104,7 +99,7 @@ def dates_bench(out_dir, minutes: float = 14.0, train_size: int = 30000,
                 verbose: int = 2, printer=print) -> dict:
     out_dir = Path(out_dir)
     run_dir = out_dir / "dates-bahdanau"
-    config = Seq2SeqConfig(task="dates", train_size=train_size, val_size=500, test_size=2000,
+    config = Seq2SeqConfig(data="dates", train_size=train_size, val_size=500, test_size=2000,
                            epochs=1000, max_minutes=minutes,
                            target_exact_match=target_exact_match, seed=seed)
     printer(f"== dates, attention=bahdanau: training for ≤ {minutes} min")

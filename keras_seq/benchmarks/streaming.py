@@ -122,7 +122,8 @@ def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
     from keras_seq.export.saved_model import export_saved_model, load_step
     from keras_seq.export.tflite import VARIANTS, export_tflite
     from keras_seq.runtime.litert import LiteRTLM
-    from keras_seq.tasks.lm.evaluation import corpus_for, load_run
+    from keras_seq.tasks.lm.data import corpus_for
+    from keras_seq.tasks.lm.evaluation import load_run
 
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     config, tokenizer, model = load_run(run_dir)

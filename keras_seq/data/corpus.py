@@ -28,10 +28,10 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# parse_split stays importable from here for older callers; the split rule is in splits.py
+from keras_seq.data.splits import DEFAULT_SPLIT, SPLITS, parse_split, split_text  # noqa: F401
 from keras_seq.errors import DataError
 
-SPLITS = ("train", "val", "test")
-DEFAULT_SPLIT = "90/5/5"
 DATA_DIR_ENV = "KERAS_SEQ_DATA_DIR"
 # A line longer than this is almost certainly not prose (minified data, a binary blob).
 MAX_LINE_CHARS = 1_000_000
@@ -212,67 +212,6 @@ def _invalid_bytes(raw: bytes) -> tuple[int, int]:
 
 
 _ESCAPED = re.compile("[\udc80-\udcff]")
-
-
-# ----------------------------------------------------------------------------------------
-# Splits
-
-
-def parse_split(spec: str) -> tuple[float, float, float]:
-    """Parse ``"90/5/5"``, ``"90/10"`` (no test split) or ``"0.8,0.1,0.1"`` into fractions.
-
-    The shares are percentages that sum to 100 or fractions that sum to 1; anything else
-    (``"50/60"``) is refused rather than silently rescaled.
-
-    >>> parse_split("90/10")
-    (0.9, 0.1, 0.0)
-    >>> parse_split("50/60")
-    Traceback (most recent call last):
-    ...
-    keras_seq.errors.DataError: invalid split '50/60': the shares sum to 110; ...
-    """
-    parts = [p for p in re.split(r"[/,:]", str(spec)) if p.strip()]
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        values = []
-    if len(values) not in (2, 3) or not all(0 <= v < float("inf") for v in values):
-        raise DataError(
-            f"invalid split {spec!r}; expected train/val[/test] shares such as "
-            "'90/5/5' (default) or '90/10' (nanoGPT: no test split)"
-        )
-    total = sum(values)
-    if not (abs(total - 100) <= 1e-6 or abs(total - 1) <= 1e-9):
-        raise DataError(
-            f"invalid split {spec!r}: the shares sum to {total:g}; expected percentages "
-            "that sum to 100 (e.g. '90/5/5') or fractions that sum to 1 (e.g. '0.9,0.05,0.05')"
-        )
-    values += [0.0] * (3 - len(values))
-    if values[0] <= 0:
-        raise DataError(f"invalid split {spec!r}: the train share must be positive")
-    return tuple(v / total for v in values)  # type: ignore[return-value]
-
-
-def split_text(text: str, spec: str = DEFAULT_SPLIT) -> dict[str, str]:
-    """Cut ``text`` into contiguous train/val/test parts by character fraction.
-
-    Cuts are moved forward to the next line break so no line is split between parts
-    (for a text without line breaks, the cut stays where the fraction puts it). The
-    parts concatenate back to ``text`` exactly.
-    """
-    fractions = parse_split(spec)
-    n = len(text)
-    cuts = [0]
-    acc = 0.0
-    for frac in fractions[:-1]:
-        acc += frac
-        cut = max(int(round(n * acc)), cuts[-1])
-        newline = text.find("\n", max(cut - 1, 0))  # a cut at a line start stays put
-        if cut > 0 and newline != -1 and newline - cut < 10_000:
-            cut = newline + 1
-        cuts.append(min(cut, n))
-    cuts.append(n)
-    return {s: text[a:b] for s, a, b in zip(SPLITS, cuts[:-1], cuts[1:])}
 
 
 # ----------------------------------------------------------------------------------------

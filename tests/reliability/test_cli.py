@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from keras_seq.data.corpus import parse_split
+from keras_seq.data.splits import parse_split
 from keras_seq.errors import DataError
 from tools.reliability import cli as campaign
 
@@ -100,7 +100,7 @@ def test_near_misses_are_suggested(cli, tmp_path):
                     "did you mean 'lstm'?")
     _one_error_line(run("train", "lm", "--run-dir", tmp_path, "--untis", "3"),
                     "did you mean '--units'?")
-    _one_error_line(run("train", "seq2seq", "--run-dir", tmp_path, "--task", "datse"),
+    _one_error_line(run("train", "seq2seq", "--run-dir", tmp_path, "--data", "datse"),
                     "did you mean 'dates'?")
 
 

@@ -379,11 +379,11 @@ NEAR_MISSES = [  # (command line, the suggestion it must make)
     (["train", "lm", "--run-dir", "{run}", "--untis", "3"], "--units"),
     (["train", "lm", "--run-dir", "{run}", "--batch-szie", "4"], "--batch-size"),
     (["generate", "--run-dir", "{run}", "--max-tokns", "5"], "--max-tokens"),
-    (["train", "seq2seq", "--run-dir", "{run}", "--task", "datse"], "dates"),
-    (["train", "classify", "--run-dir", "{run}", "--task", "reviews-negaton"],
+    (["train", "seq2seq", "--run-dir", "{run}", "--data", "datse"], "dates"),
+    (["train", "classify", "--run-dir", "{run}", "--data", "reviews-negaton"],
      "reviews-negation"),
-    (["train", "tag", "--run-dir", "{run}", "--task", "restore-punk"], "restore-punct"),
-    (["train", "conditioned", "--run-dir", "{run}", "--task", "shape"], "shapes"),
+    (["train", "tag", "--run-dir", "{run}", "--data", "restore-punk"], "restore-punct"),
+    (["train", "conditioned", "--run-dir", "{run}", "--data", "shape"], "shapes"),
     (["train", "lm", "--run-dir", "{run}", "--backend", "tensorflw"], "tensorflow"),
     (["bench", "lm", "--cells", "gru,lstn"], "lstm"),
 ]
@@ -510,8 +510,8 @@ def flags_of(parser) -> list[Flag]:
                 out.append(Flag(command, option, "number", action.type, None))
             elif action.dest == "split_ratio":
                 out.append(Flag(command, option, "split"))
-            elif action.dest == "data":
-                out.append(Flag(command, option, "data"))
+            elif action.dest == "data" and leaf.get_default("data_is_corpus") is not False:
+                out.append(Flag(command, option, "data"))  # a corpus (train KIND: a task)
     return out
 
 

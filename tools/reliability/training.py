@@ -40,7 +40,7 @@ TRAINERS = {
     "lm": ["--data", "python-docs", "--tokenizer", "char", "--units", "16", "--embed-dim", "8",
            "--batch-size", "4", "--bptt", "10", "--max-steps-per-epoch", "15",
            "--dropout", "0.2", "--lr", "0.01"],
-    "seq2seq": ["--task", "reverse", "--train-size", "64", "--val-size", "16",
+    "seq2seq": ["--data", "reverse", "--train-size", "64", "--val-size", "16",
                 "--test-size", "8", "--max-len", "6", "--units", "16", "--embed-dim", "8",
                 "--batch-size", "8", "--eval-size", "4", "--dropout", "0.2", "--lr", "0.01"],
 }

@@ -7,7 +7,8 @@ TensorFlow.
 Task specs for :func:`make_classification_task`:
 
 * ``tsv:PATH`` — ``text<TAB>label`` lines (:func:`load_tsv`), cut into train/val/test by
-  a seeded, per-label (stratified) shuffle at ``split_ratio``;
+  a seeded, per-label (stratified) shuffle at ``split_ratio`` (default 90/5/5;
+  :func:`keras_seq.data.splits.split_items`);
 * ``reviews-negation`` — generated 80-word reviews where a negator ("not", "never", …)
   far before the sentiment word flips its polarity (:func:`reviews_negation`).
 
@@ -28,17 +29,15 @@ import collections
 import hashlib
 import json
 import math
-import random
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from keras_seq.data.splits import DEFAULT_SPLIT, SPLITS, parse_split, split_items
 from keras_seq.errors import DataError
 
 TASKS = ("tsv:PATH", "reviews-negation")
-SPLITS = ("train", "val", "test")
 HEADER_NAMES = ("label", "labels", "class", "category", "sentiment")
 # Bump when reviews_negation would produce different texts for the same arguments.
 REVIEWS_NEGATION_VERSION = 1
@@ -200,46 +199,6 @@ def load_tsv(path, text_col: int = 0, label_col: int = 1,
     return rows
 
 
-def parse_split_ratio(ratio) -> tuple[float, float, float]:
-    """``"80/10/10"`` (or a 3-tuple) → train/val/test shares summing to 1, by the corpus
-    rule (:func:`keras_seq.data.corpus.parse_split`: percentages summing to 100 or
-    fractions summing to 1), with all three parts given."""
-    from keras_seq.data.corpus import parse_split
-
-    spec = ratio if isinstance(ratio, str) else "/".join(str(v) for v in ratio)
-    if len([p for p in re.split(r"[/,:]", spec) if p.strip()]) != 3:
-        raise DataError(f"received split_ratio={ratio!r}; expected three shares "
-                        "train/val/test, e.g. '80/10/10'")
-    return parse_split(spec)
-
-
-def split_rows(rows, seed: int = 0, ratio="80/10/10") -> dict[str, list]:
-    """Cut ``rows`` into train/val/test by ``ratio``, per label (stratified), with ``seed``.
-
-    Each label's rows are shuffled and cut by the shares (rounded; train keeps at least one
-    of every label), then each split is shuffled. The same rows, seed and ratio give the same
-    splits.
-    """
-    shares = parse_split_ratio(ratio)
-    rng = random.Random(f"classify-split:{seed}")
-    by_label: dict[str, list] = collections.defaultdict(list)
-    for row in rows:
-        by_label[row[1]].append(row)
-    out: dict[str, list] = {s: [] for s in SPLITS}
-    for label in sorted(by_label):
-        items = by_label[label]
-        rng.shuffle(items)
-        n_val, n_test = (int(round(len(items) * s)) for s in shares[1:])
-        n_val = min(n_val, len(items) - 1)
-        n_test = min(n_test, len(items) - 1 - n_val)
-        out["val"] += items[:n_val]
-        out["test"] += items[n_val:n_val + n_test]
-        out["train"] += items[n_val + n_test:]
-    for split in SPLITS:
-        rng.shuffle(out[split])
-    return out
-
-
 # -- reviews-negation -------------------------------------------------------------------
 
 
@@ -388,12 +347,13 @@ def _size(name: str, value, default: int | None) -> int | None:
 
 def make_classification_task(spec: str, seed: int = 0, train_size: int | None = None,
                              val_size: int | None = None, test_size: int | None = None,
-                             split_ratio="80/10/10", **task_options) -> ClassificationData:
+                             split_ratio=DEFAULT_SPLIT, **task_options) -> ClassificationData:
     """Train/val/test ``(text, label)`` pairs for ``tsv:PATH`` or ``reviews-negation``.
 
     ``tsv:PATH`` reads :func:`load_tsv` (options ``text_col``, ``label_col``, ``header``)
-    and cuts the rows with :func:`split_rows` at ``split_ratio``; the sizes, when given,
-    cap each split. ``sha256`` is that of the file's bytes.
+    and cuts the rows at ``split_ratio`` (:func:`keras_seq.data.splits.split_items`: a
+    seeded shuffle of each label's rows, three shares); the sizes, when given, cap each
+    split. ``sha256`` is that of the file's bytes.
 
     ``reviews-negation`` generates each split with its own seed derived from ``seed``
     (so val/test never depend on the training size), sizes default to 4000/500/1500 and
@@ -411,7 +371,8 @@ def make_classification_task(spec: str, seed: int = 0, train_size: int | None = 
         _check_options(spec, task_options, _TSV_OPTIONS)
         path = Path(spec[4:]).expanduser()
         rows = load_tsv(path, **task_options)
-        splits = split_rows(rows, seed=seed, ratio=split_ratio)
+        splits = split_items(rows, parse_split(split_ratio, parts=(3,)), seed=seed,
+                             by=lambda row: row[1])
         for split, cap in (("train", train_size), ("val", val_size), ("test", test_size)):
             cap = _size(f"{split}_size", cap, None)
             if cap is not None:

@@ -35,7 +35,7 @@ from keras_seq.training.trainer import FitPlan, Prepared
 
 
 def task_data(config: ClassifyConfig):
-    return make_classification_task(config.task, seed=config.seed, train_size=config.train_size,
+    return make_classification_task(config.data, seed=config.seed, train_size=config.train_size,
                                     val_size=config.val_size, test_size=config.test_size,
                                     split_ratio=config.split_ratio, **config.task_options())
 
@@ -82,7 +82,7 @@ def evaluate_run(run_dir, split: str = "test", plot_dir=None) -> dict:
     data = task_data(config)
     pairs = data.splits.get(split) or []
     if not pairs:
-        raise KerasSeqError(f"split {split!r} of task {config.task} is empty")
+        raise KerasSeqError(f"split {split!r} of task {config.data} is empty")
     probs = predict_proba(model, tokenizer, [t for t, _ in pairs], config.max_len)
     pred = labels.names(probs.argmax(-1))
     true = [label for _, label in pairs]
@@ -96,7 +96,7 @@ def evaluate_run(run_dir, split: str = "test", plot_dir=None) -> dict:
     plot_dir = Path(plot_dir) if plot_dir is not None else Path(run_dir) / "plots"
     result["confusion_png"] = str(metrics.plot_confusion(
         report, plot_dir / f"confusion_{split}.png",
-        title=f"{config.task} ({split}): accuracy {report['accuracy']:.3f}"))
+        title=f"{config.data} ({split}): accuracy {report['accuracy']:.3f}"))
     return result
 
 
@@ -112,7 +112,7 @@ class ClassifyTask(trainer.Task):
         data = task_data(config)
         texts = [t for t, _ in data.splits["train"]]
         if not texts:
-            raise KerasSeqError(f"task {config.task} has no training examples")
+            raise KerasSeqError(f"task {config.data} has no training examples")
         if resume:
             tokenizer, labels = load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE)
         else:
@@ -121,7 +121,7 @@ class ClassifyTask(trainer.Task):
                                        lower=config.lower).fit("\n".join(texts) + "\n")
             labels = Labels(data.labels)
         if len(labels) < 2:
-            raise KerasSeqError(f"task {config.task} has {len(labels)} label(s) in training; "
+            raise KerasSeqError(f"task {config.data} has {len(labels)} label(s) in training; "
                                 "a classifier needs at least 2")
         described = data.describe()
         notes = []
@@ -150,13 +150,13 @@ class ClassifyTask(trainer.Task):
                if "val" in encoded else [])
         kwargs = fit_kwargs(train, val, config.seed, initial_epoch)
         described = prepared.data["data"].describe()
-        printer(f"{config.task}: {described['sizes']}, labels {described['labels']}; "
+        printer(f"{config.data}: {described['sizes']}, labels {described['labels']}; "
                 f"{len(train)} steps/epoch")
         return FitPlan(kwargs, len(train), items_per_step=config.batch_size, unit="examples")
 
     def results(self, config: ClassifyConfig, prepared: Prepared, run_dir: Path,
                 model) -> dict:
-        out = {"task": config.task, "data": prepared.data["data"].describe(),
+        out = {"task": config.data, "data": prepared.data["data"].describe(),
                "tokenizer": prepared.data["tokenizer"].describe()}
         for split in ("val", "test"):
             if prepared.data["data"].splits.get(split):

@@ -22,8 +22,9 @@ Sources (:func:`make_conditioned_task`):
 * ``tsv:PATH`` — one ``condition<TAB>text`` row per line (UTF-8; blank lines skipped).
 
 Splits: the items of each topic (or, for TSV, of each condition) are cut contiguously
-80/10/10 into train/val/test (:func:`contiguous_cut`), so every condition appears in
-every split; a condition missing from a split is an error that says how to fix it.
+into train/val/test by ``split_ratio`` (:data:`TOPIC_SPLIT`, 80/10/10, by default; the
+shared rule of :mod:`keras_seq.data.splits`), so every condition appears in every split;
+a condition missing from a split is an error that says how to fix it.
 
 The model side: :func:`encode_conditioned` turns a split into ``(condition_id, ids)``
 items (each paragraph is one sequence, started with a start token), and
@@ -55,10 +56,11 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_seq.data.splits import SPLITS, parse_split, split_items, split_sizes
 from keras_seq.errors import DataError
 
 SOURCE = "python-docs-topics"
-SPLITS = ("train", "val", "test")
+TOPIC_SPLIT = "80/10/10"  # the cut of every block (topic, condition) unless told otherwise
 MAX_LEN = 64  # longest training sequence (tokens); longer paragraphs are cut into chunks
 MIN_TOPIC_PARAGRAPHS = 20  # grouping="topics": smaller topics are labelled by their group
 
@@ -145,38 +147,36 @@ class ConditionedData:
 # Splitting
 
 
-def contiguous_cut(n: int) -> tuple[int, int, int]:
-    """Sizes ``(train, val, test)`` of an 80/10/10 contiguous cut of ``n`` items.
-
-    val and test get 10% each, rounded half up, so a block of 5 or more items reaches
-    every split; train gets the rest.
-
-    >>> contiguous_cut(4), contiguous_cut(5), contiguous_cut(100)
-    ((4, 0, 0), (3, 1, 1), (80, 10, 10))
-    """
-    held = int(n * 0.1 + 0.5)
-    return n - 2 * held, held, held
-
-
-def _split_blocks(blocks: list[tuple[str, list[str]]]) -> dict[str, list[tuple[str, str]]]:
-    """Cut each ``(condition, texts)`` block contiguously 80/10/10 and concatenate."""
+def _split_blocks(blocks: list[tuple[str, list[str]]], split_ratio,
+                  seed: int | None = None) -> dict[str, list[tuple[str, str]]]:
+    """Cut each ``(condition, texts)`` block by ``split_ratio`` (in order, or after a shuffle
+    with ``seed``: :func:`keras_seq.data.splits.split_items`) and concatenate the parts."""
     splits: dict[str, list[tuple[str, str]]] = {s: [] for s in SPLITS}
     for condition, texts in blocks:
-        n_train, n_val, _ = contiguous_cut(len(texts))
-        parts = (texts[:n_train], texts[n_train:n_train + n_val], texts[n_train + n_val:])
-        for split, part in zip(SPLITS, parts):
+        for split, part in split_items(texts, split_ratio, seed=seed).items():
             splits[split].extend((condition, t) for t in part)
     return splits
 
 
-def _check_every_split(splits, conditions, source: str, fix: str) -> None:
+def items_needed(split_ratio) -> int:
+    """The fewest items of a block whose cut reaches val and test.
+
+    >>> items_needed("80/10/10"), items_needed("90/5/5")
+    (5, 10)
+    """
+    fractions = parse_split(split_ratio, parts=(3,))
+    return next(n for n in range(3, 1_000_000) if min(split_sizes(n, fractions)[1:]) > 0)
+
+
+def _check_every_split(splits, conditions, source: str, fix: str, split_ratio) -> None:
     for split in SPLITS:
         present = {c for c, _ in splits[split]}
         missing = [c for c in conditions if c not in present]
         if missing:
             raise DataError(
                 f"{source}: condition(s) {', '.join(map(repr, missing[:5]))} have no "
-                f"{split} items; every condition needs at least 5 items (cut 80/10/10 in "
+                f"{split} items; every condition needs at least {items_needed(split_ratio)} "
+                f"items (cut {split_ratio} in "
                 f"order) to appear in train, val and test. {fix}"
             )
 
@@ -229,7 +229,7 @@ def topic_paragraphs(text: str) -> list[str]:
     return paragraphs
 
 
-def python_docs_topics(grouping: str = "groups") -> ConditionedData:
+def python_docs_topics(grouping: str = "groups", split_ratio=TOPIC_SPLIT) -> ConditionedData:
     """The ``python-docs-topics`` corpus (see the module docstring)."""
     if grouping not in ("groups", "topics"):
         raise DataError(f"python-docs-topics: received grouping={grouping!r}; expected "
@@ -253,7 +253,7 @@ def python_docs_topics(grouping: str = "groups") -> ConditionedData:
         if grouping == "topics" and len(fresh) >= MIN_TOPIC_PARAGRAPHS:
             label = topic
         blocks.append((label, fresh))
-    splits = _split_blocks(blocks)
+    splits = _split_blocks(blocks, split_ratio)
     order = list(TOPIC_GROUPS) + ["other"]
     labels = {c for c, _ in blocks}
     conditions = [g for g in order if g in labels]
@@ -263,11 +263,13 @@ def python_docs_topics(grouping: str = "groups") -> ConditionedData:
         f"pydoc_data.topics of Python {sys.version.split()[0]} ({len(topics)} topics), one "
         "paragraph per item",
         f"dropped {dropped} paragraph(s) already seen in an earlier topic",
-        "each topic cut contiguously 80/10/10 (topics under 5 paragraphs: train only)",
+        f"each topic cut contiguously {split_ratio} (topics under "
+        f"{items_needed(split_ratio)} paragraphs: train only)",
     ]
-    _check_every_split(splits, conditions, SOURCE, "Use grouping='groups'.")
+    _check_every_split(splits, conditions, SOURCE, "Use grouping='groups'.", split_ratio)
     return ConditionedData(SOURCE, splits, conditions, _fingerprint(splits),
-                           {"source": SOURCE, "grouping": grouping}, notes)
+                           {"source": SOURCE, "grouping": grouping,
+                            "split_ratio": split_ratio}, notes)
 
 
 # ----------------------------------------------------------------------------------------
@@ -316,14 +318,14 @@ def shapes_scenes(seed: int = 0) -> ConditionedData:
 # tsv:PATH
 
 
-def load_conditioned_tsv(path: str | Path, shuffle: bool = False,
-                         seed: int = 0) -> ConditionedData:
-    """``condition<TAB>text`` rows of a UTF-8 file, cut 80/10/10 per condition.
+def load_conditioned_tsv(path: str | Path, shuffle: bool = False, seed: int = 0,
+                         split_ratio=TOPIC_SPLIT) -> ConditionedData:
+    """``condition<TAB>text`` rows of a UTF-8 file, cut by ``split_ratio`` per condition.
 
     Blank lines are skipped. A row without exactly one tab, or with an empty condition or
     text, is an error naming the file and line. Conditions are sorted by label (their
     ids do not depend on the row order). With ``shuffle``, each condition's rows are
-    shuffled with ``seed`` before the contiguous cut.
+    shuffled with ``seed`` before the cut (:func:`keras_seq.data.splits.split_items`).
     """
     from keras_seq.data.corpus import decode_text
 
@@ -348,25 +350,19 @@ def load_conditioned_tsv(path: str | Path, shuffle: bool = False,
     if not rows:
         raise DataError(f"{path} holds no condition<TAB>text rows")
     conditions = sorted(rows)
-    blocks = []
-    for i, condition in enumerate(conditions):
-        texts = rows[condition]
-        if shuffle:
-            order = np.random.default_rng([seed, i]).permutation(len(texts))
-            texts = [texts[j] for j in order]
-        blocks.append((condition, texts))
-    splits = _split_blocks(blocks)
+    splits = _split_blocks([(c, rows[c]) for c in conditions], split_ratio,
+                           seed=seed if shuffle else None)
     _check_every_split(splits, conditions, str(path),
-                       "Add rows for those conditions or remove them.")
+                       "Add rows for those conditions or remove them.", split_ratio)
     name = f"tsv:{path}"
-    spec = {"source": name, "shuffle": shuffle, "seed": seed}
-    notes = notes + ["each condition's rows cut contiguously 80/10/10"
+    spec = {"source": name, "shuffle": shuffle, "seed": seed, "split_ratio": split_ratio}
+    notes = notes + [f"each condition's rows cut contiguously {split_ratio}"
                      + (" after a seeded shuffle" if shuffle else " in file order")]
     return ConditionedData(name, splits, conditions, _fingerprint(splits), spec, notes)
 
 
 def make_conditioned_task(spec: str = SOURCE, seed: int = 0, grouping: str = "groups",
-                          shuffle: bool = False) -> ConditionedData:
+                          shuffle: bool = False, split_ratio=TOPIC_SPLIT) -> ConditionedData:
     """Conditioned data for ``"python-docs-topics"``, ``"shapes"`` or ``"tsv:PATH"``.
 
     Args:
@@ -375,15 +371,18 @@ def make_conditioned_task(spec: str = SOURCE, seed: int = 0, grouping: str = "gr
             ``spec`` so batching can reuse it.
         grouping: python-docs-topics only: ``"groups"`` or ``"topics"``.
         shuffle: TSV only: shuffle each condition's rows before cutting.
+        split_ratio: python-docs-topics and TSV: the train/val/test shares of each topic
+            (condition), three of them (default 80/10/10).
     """
     if spec == SOURCE:
-        data = python_docs_topics(grouping)
+        data = python_docs_topics(grouping, split_ratio)
         data.spec["seed"] = seed
         return data
     if spec == "shapes":
         return shapes_scenes(seed)
     if spec.startswith("tsv:"):
-        return load_conditioned_tsv(spec[4:], shuffle=shuffle, seed=seed)
+        return load_conditioned_tsv(spec[4:], shuffle=shuffle, seed=seed,
+                                    split_ratio=split_ratio)
     raise DataError(f"unknown conditioned data {spec!r}; expected {SOURCE!r} or 'shapes' "
                     "(both offline) or 'tsv:PATH' (a condition<TAB>text file)")
 

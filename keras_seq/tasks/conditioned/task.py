@@ -39,8 +39,8 @@ from keras_seq.training.trainer import FitPlan, Prepared
 
 
 def task_data(config: ConditionedConfig):
-    return make_conditioned_task(config.task, seed=config.seed, grouping=config.grouping,
-                                 shuffle=config.shuffle)
+    return make_conditioned_task(config.data, seed=config.seed, grouping=config.grouping,
+                                 shuffle=config.shuffle, split_ratio=config.split_ratio)
 
 
 def encoded_split(config: ConditionedConfig, data, tokenizer, split: str):
@@ -140,7 +140,7 @@ class ConditionedTask(trainer.Task):
         encoded = {split: encoded_split(config, data, tokenizer, split)
                    for split in ("train", "val")}
         if not encoded["train"]:
-            raise KerasSeqError(f"{config.task} has no training text")
+            raise KerasSeqError(f"{config.data} has no training text")
         return Prepared(artifacts={"tokenizer.json": tokenizer, LABELS_FILE: conditions},
                         chance_loss=math.log(tokenizer.vocab_size),
                         data={"data": data, "tokenizer": tokenizer, "conditions": conditions,
@@ -160,13 +160,13 @@ class ConditionedTask(trainer.Task):
         kwargs = fit_kwargs(train, val, config.seed, initial_epoch)
         tokens = sum(float(w.sum()) for _, _, w in train)
         conditions = 1 if config.unconditioned else len(prepared.data["conditions"])
-        printer(f"{config.task}: {conditions} condition(s), {len(encoded['train']):,} training "
+        printer(f"{config.data}: {conditions} condition(s), {len(encoded['train']):,} training "
                 f"paragraphs ({tokens:,.0f} target tokens)")
         return FitPlan(kwargs, len(train), items_per_step=tokens / len(train), unit="tokens")
 
     def results(self, config: ConditionedConfig, prepared: Prepared, run_dir: Path,
                 model) -> dict:
-        out = {"task": config.task, "conditioned": not config.unconditioned,
+        out = {"task": config.data, "conditioned": not config.unconditioned,
                "data": prepared.data["data"].describe(),
                "tokenizer": prepared.data["tokenizer"].describe()}
         for split in ("val", "test"):

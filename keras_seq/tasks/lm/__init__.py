@@ -1,2 +1,3 @@
-"""Next-token language modelling: config (:mod:`.config`), evaluation, loading and sampling
-(:mod:`.evaluation`, no trainer import) and the trainer plug-in (:mod:`.task`)."""
+"""Next-token language modelling: config (:mod:`.config`), data (:mod:`.data`: the corpus,
+windows and batches), evaluation, loading and sampling (:mod:`.evaluation`, no trainer
+import) and the trainer plug-in (:mod:`.task`)."""

@@ -13,7 +13,6 @@ import numpy as np
 
 from keras_seq import runs
 from keras_seq.backend import compiled, to_numpy
-from keras_seq.data.corpus import load_corpus
 from keras_seq.data.tokenizers import EOS, load_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.layers.state import reset_recurrent_states
@@ -23,6 +22,7 @@ from keras_seq.models.nplm import NPLM
 from keras_seq.models.rnn_lm import RecurrentLM
 from keras_seq.sampling import Sampler, TopKSampler, special_ids, without_ids
 from keras_seq.tasks.lm.config import LMConfig
+from keras_seq.tasks.lm.data import corpus_for, nplm_windows
 
 
 def check_run_dir(run_dir: str | Path) -> Path:
@@ -38,23 +38,9 @@ def load_run(run_dir: str | Path):
     return config, tokenizer, loading.load_model(run_dir)
 
 
-def corpus_for(config: LMConfig):
-    return load_corpus(config.data, data_dir=config.data_dir, split=config.split_ratio)
-
-
 def fingerprint(tokenizer, corpus, split: str) -> dict:
     return {"tokenizer": tokenizer.fingerprint, "split": split, "corpus_sha256": corpus.sha256,
             "corpus": corpus.name, "split_ratio": corpus.split_spec}
-
-
-def nplm_windows(ids, context: int) -> np.ndarray:
-    """The ``context`` tokens before each of ``ids[1:]``, ``<pad>`` (0) before the start.
-
-    >>> nplm_windows(np.array([5, 6, 7]), 2).tolist()
-    [[0, 5], [5, 6]]
-    """
-    padded = np.concatenate([np.zeros(context, np.int32), np.asarray(ids, np.int32)])
-    return np.lib.stride_tricks.sliding_window_view(padded, context)[1:len(ids)]
 
 
 def _target_log_probs(logits, targets):

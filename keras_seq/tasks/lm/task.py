@@ -18,7 +18,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from keras_seq.data.batching import padded_batches, stream_arrays, stream_dataset
+from keras_seq.data.batching import stream_arrays, stream_dataset
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.nplm import NPLM
@@ -27,56 +27,25 @@ from keras_seq.models.rnn_lm import RecurrentLM
 from keras_seq.sampling import TopKSampler
 from keras_seq.tasks._common import batches_dataset, compile_options, fit_kwargs
 from keras_seq.tasks.lm.config import LMConfig
-from keras_seq.tasks.lm.evaluation import (
+from keras_seq.tasks.lm.data import (
     corpus_for,
-    evaluate_run,
-    generate_tokens,
-    nplm_windows,
+    full_bptt_batches,
+    unseen_unk_warning,
+    window_batches,
 )
+from keras_seq.tasks.lm.evaluation import evaluate_run, generate_tokens
 from keras_seq.training import callbacks as cb
 from keras_seq.training import trainer
 from keras_seq.training.summaries import SummaryWriter, to_numpy
 from keras_seq.training.trainer import FitPlan, Prepared
 
 # ----------------------------------------------------------------------------------------
-# Data
-
-
-def _full_bptt_data(ids: np.ndarray, eos_id: int, batch_size: int, bptt_cap: int = 400):
-    """Whole lines (at most ``bptt_cap`` + 1 tokens each) as padded batches for stateless
-    full BPTT: lists of ``x``, ``y`` and ``sample_weight`` arrays, one entry per batch."""
-    cuts = np.flatnonzero(ids == eos_id) + 1
-    lines = [line for line in np.split(ids, cuts) if len(line) >= 2]
-    lines = [line[: bptt_cap + 1] for line in lines]
-    xs, ys, ws = [], [], []
-    for batch, mask in padded_batches(lines, batch_size, pad_id=0, bucket=True, seed=0):
-        xs.append(batch[:, :-1])
-        ys.append(batch[:, 1:])
-        ws.append(mask[:, 1:].astype("float32"))
-    return xs, ys, ws
+# Datasets for fit (the data itself: :mod:`keras_seq.tasks.lm.data`)
 
 
 def _padded_dataset(xs, ys, ws):
     """The full-BPTT batches in their (seeded, bucketed) order, pass after pass."""
     return batches_dataset(list(zip(xs, ys, ws)), seed=0, shuffle=False)
-
-
-def unseen_unk_warning(train_ids, val_ids, unk_id: int, threshold: float = 0.005) -> str | None:
-    """A note when validation has ``<unk>`` tokens but training has none.
-
-    A neural LM then learns to give ``<unk>`` almost no probability, and every unknown
-    word in validation costs many nats (on tinyshakespeare words with ``min_count=1``,
-    about 16.6 nats each: 13% of the whole validation loss).
-    """
-    if len(val_ids) == 0 or np.any(train_ids == unk_id):
-        return None
-    share = float(np.mean(val_ids == unk_id))
-    if share < threshold:
-        return None
-    return (f"note: {share:.1%} of the validation tokens are <unk> but the training stream "
-            "has none, so the model will learn to give <unk> almost no probability and "
-            "each one will cost many nats. Use --min-count 2 (words seen once in training "
-            "become <unk>) or --max-vocab so that <unk> occurs in training.")
 
 
 # ----------------------------------------------------------------------------------------
@@ -138,16 +107,6 @@ class _ActivationHistograms(keras.callbacks.Callback):
 
 # ----------------------------------------------------------------------------------------
 # The task
-
-
-def _window_batches(ids, context: int, batch_size: int, seed: int | None):
-    """NPLM training batches ``(windows (B, context), targets (B,))`` in a seeded order."""
-    x, y = nplm_windows(ids, context), np.asarray(ids[1:], np.int32)
-    order = np.arange(len(y))
-    if seed is not None:
-        np.random.default_rng(seed).shuffle(order)
-    return [(x[order[i:i + batch_size]], y[order[i:i + batch_size]])
-            for i in range(0, len(order), batch_size)]
 
 
 def _compile(model, config: LMConfig):
@@ -238,9 +197,9 @@ class LMTask(trainer.Task):
         train_ids, val_ids = prepared.data["train_ids"], prepared.data["val_ids"]
         B, T = config.batch_size, config.bptt
         if config.model == "nplm":  # stateless windows, reshuffled every pass
-            train = _window_batches(train_ids, config.context, B, config.seed)
+            train = window_batches(train_ids, config.context, B, config.seed)
             steps = min(len(train), config.max_steps_per_epoch or len(train))
-            val = (_window_batches(val_ids, config.context, 512, None) if len(val_ids) > 1
+            val = (window_batches(val_ids, config.context, 512, None) if len(val_ids) > 1
                    else [])
             kwargs = fit_kwargs(train, val, config.seed, initial_epoch, steps)
             return FitPlan(kwargs, steps, items_per_step=B, unit="tokens")
@@ -265,13 +224,13 @@ class LMTask(trainer.Task):
         if eos_id is None:
             raise KerasSeqError("full-BPTT mode trains on whole lines and needs a word or "
                                 "subword tokenizer (char has no line token)")
-        xs, ys, ws = _full_bptt_data(train_ids, eos_id, B)
+        xs, ys, ws = full_bptt_batches(train_ids, eos_id, B)
         if config.max_steps_per_epoch:
             xs, ys, ws = (v[: config.max_steps_per_epoch] for v in (xs, ys, ws))
         kwargs = {"x": _padded_dataset(xs, ys, ws), "steps_per_epoch": len(xs),
                   "shuffle": False, "validation_data": None}
         if len(val_ids) > 2:
-            val_batches = _full_bptt_data(val_ids, eos_id, B)
+            val_batches = full_bptt_batches(val_ids, eos_id, B)
             kwargs["validation_data"] = _padded_dataset(*val_batches)
             kwargs["validation_steps"] = len(val_batches[0])
         tokens = sum(float(w.sum()) for w in ws) / max(len(ws), 1)

@@ -4,6 +4,10 @@
 * :mod:`~keras_seq.tasks.seq2seq.metrics` — exact match, token accuracy, corpus BLEU, per length;
 * :mod:`~keras_seq.tasks.seq2seq.plots` — attention heatmaps and accuracy-vs-length curves;
 * :mod:`~keras_seq.tasks.seq2seq.export` — a string → string SavedModel;
-* :mod:`~keras_seq.tasks.seq2seq.training` — run directories: train, resume, evaluate, translate;
-* :mod:`~keras_seq.benchmarks.seq2seq` (``keras-seq bench seq2seq``) — attention vs no attention on long reversals.
+* :mod:`~keras_seq.tasks.seq2seq.config` — the ``train seq2seq`` config (no TensorFlow);
+* :mod:`~keras_seq.tasks.seq2seq.data` — generated tasks and TSV pairs, their splits and batches;
+* :mod:`~keras_seq.tasks.seq2seq.evaluation` — load, evaluate and plot a run (no trainer);
+* :mod:`~keras_seq.tasks.seq2seq.task` — the trainer plug-in: train and resume a run;
+* :mod:`~keras_seq.benchmarks.seq2seq` (``keras-seq bench seq2seq``) — attention vs no
+  attention on long reversals.
 """

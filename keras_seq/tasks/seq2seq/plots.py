@@ -1,7 +1,7 @@
 """Plots (matplotlib, Agg backend): attention heatmaps and accuracy-vs-length curves.
 
 Each function writes a PNG and returns its path; :func:`figure_png` gives the PNG bytes
-for TensorBoard images (:class:`~keras_seq.tasks.seq2seq.training.AttentionImages`).
+for TensorBoard images (:class:`~keras_seq.tasks.seq2seq.task.Seq2SeqMonitor`).
 """
 
 from __future__ import annotations

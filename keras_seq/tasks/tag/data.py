@@ -7,11 +7,13 @@ sentences, the tag vocabulary and the tagging scheme:
 * ``conll:PATH`` — whitespace/tab columns, one token per line, a blank line between
   sentences (:func:`read_conll`); ``conllu:PATH`` — Universal Dependencies CoNLL-U
   (:func:`read_conllu`). The sentences are shuffled with ``seed`` and cut by
-  ``split_ratio`` (default ``80/10/10``). ``conll:TRAIN,VAL,TEST`` (three comma-separated
+  ``split_ratio`` (:func:`keras_seq.data.splits.split_items`; default 90/5/5, ``train
+  tag``'s config 80/10/10). ``conll:TRAIN,VAL,TEST`` (three comma-separated
   paths, likewise for ``conllu:``) uses the files' own split instead.
 * ``restore-punct`` — punctuation and capitalisation restoration (:func:`restore_punct`)
-  built from a corpus (``data``, default the embedded ``python-docs``); the task's splits
-  are the corpus's contiguous train/val/test parts, so ``seed`` plays no role.
+  built from a corpus (``restore-punct:CORPUS`` or ``corpus``, default the embedded
+  ``python-docs``); the task's splits are the corpus's contiguous train/val/test parts
+  (:func:`keras_seq.data.splits.split_text`), so ``seed`` plays no role.
 
 Tag format of ``restore-punct``: ``CASE|PUNCT`` for each lower-cased, punctuation-free
 input word. ``CASE`` is ``lower`` (no upper-case letter, also words without letters),
@@ -37,16 +39,14 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
-import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from keras_seq.data.corpus import EMBEDDED, load_corpus, parse_split
+from keras_seq.data.corpus import EMBEDDED, load_corpus
+from keras_seq.data.splits import DEFAULT_SPLIT, SPLITS, parse_split, split_items
 from keras_seq.errors import DataError
 
-SPLITS = ("train", "val", "test")
-DEFAULT_SPLIT = "80/10/10"
 TASKS = ("conll:PATH", "conllu:PATH", "restore-punct")
 
 Sentence = tuple[list[str], list[str]]
@@ -401,24 +401,6 @@ def restore_text(words: list[str], tags: list[str]) -> str:
 # Task specs
 
 
-def _ratio_split(sentences: list[Sentence], seed: int,
-                 fractions: tuple[float, float, float]) -> dict[str, list[Sentence]]:
-    """Shuffle sentence indices with ``seed``, cut val/test/train off; each keeps file order."""
-    n = len(sentences)
-    order = list(range(n))
-    random.Random(f"tag-split:{seed}").shuffle(order)
-    n_val, n_test = round(n * fractions[1]), round(n * fractions[2])
-    if n >= 3:  # a held-out split with a positive share gets at least one sentence
-        n_val = max(n_val, 1) if fractions[1] > 0 else 0
-        n_test = max(n_test, 1) if fractions[2] > 0 else 0
-    if n - n_val - n_test < 1:
-        raise DataError(f"only {n} sentence(s): too few to split into train/val/test; "
-                        "expected at least 3 (or a split ratio without val/test)")
-    parts = {"test": order[:n_test], "val": order[n_test:n_test + n_val],
-             "train": order[n_test + n_val:]}
-    return {s: [sentences[i] for i in sorted(parts[s])] for s in SPLITS}
-
-
 def _cap_splits(splits: dict[str, list[Sentence]], max_sentences: int,
                 fractions) -> dict[str, list[Sentence]]:
     """Keep the first ``max(1, round(max_sentences × share))`` sentences of each split."""
@@ -427,7 +409,7 @@ def _cap_splits(splits: dict[str, list[Sentence]], max_sentences: int,
 
 
 def make_tagging_task(spec: str, seed: int = 0, split_ratio: str = DEFAULT_SPLIT,
-                      max_sentences: int | None = None, data: str | None = None,
+                      max_sentences: int | None = None, corpus: str | None = None,
                       data_dir: str | Path | None = None, max_len: int = DEFAULT_MAX_LEN,
                       token_col: int = 0, tag_col: int = -1,
                       tag_field: str = "upos") -> TaggingData:
@@ -437,16 +419,16 @@ def make_tagging_task(spec: str, seed: int = 0, split_ratio: str = DEFAULT_SPLIT
         spec: ``conll:PATH`` / ``conllu:PATH`` (one file, split by ``split_ratio`` after a
             seeded shuffle of its sentences; ``conll:TRAIN,VAL,TEST`` uses three files as
             the splits) or ``restore-punct`` (``restore-punct:CORPUS`` is short for
-            ``data=CORPUS``).
+            ``corpus=CORPUS``).
         seed: shuffles the sentences of a single file before splitting (same seed → same
             split). ``restore-punct`` does not use it.
-        split_ratio: train/val/test shares, e.g. ``"80/10/10"``; for ``restore-punct``
-            the corpus is cut into contiguous parts by it (see
-            :func:`keras_seq.data.corpus.load_corpus`).
+        split_ratio: train/val/test shares (default 90/5/5; see
+            :func:`keras_seq.data.splits.parse_split`); for ``restore-punct`` the corpus
+            is cut into contiguous parts by it (see :func:`keras_seq.data.corpus.load_corpus`).
         max_sentences: cap on the number of sentences in all splits together: the first
             ``max_sentences`` of a single file (before splitting), else the first
             ``round(max_sentences × share)`` (at least 1) of each split.
-        data: ``restore-punct`` only: the corpus (``python-docs`` by default, a registry
+        corpus: ``restore-punct`` only: the corpus (``python-docs`` by default, a registry
             name, a text file or a directory; see ``load_corpus``).
         data_dir: extra folder searched for registry corpora.
         max_len: ``restore-punct`` only: words per sentence (longer lines are cut).
@@ -486,7 +468,7 @@ def make_tagging_task(spec: str, seed: int = 0, split_ratio: str = DEFAULT_SPLIT
             if max_sentences is not None and len(sentences) > max_sentences:
                 notes.append(f"kept the first {max_sentences} of {len(sentences)} sentences")
                 sentences = sentences[:max_sentences]
-            splits = _ratio_split(sentences, seed, fractions)
+            splits = split_items(sentences, fractions, seed=seed)
         else:
             splits = dict(zip(SPLITS, (read(p) for p in paths)))
             info["split_ratio"] = "files"
@@ -495,16 +477,15 @@ def make_tagging_task(spec: str, seed: int = 0, split_ratio: str = DEFAULT_SPLIT
                 splits = _cap_splits(splits, max_sentences,
                                      [len(s) / total for s in splits.values()])
     elif kind == "restore-punct":
-        if rest and data is not None and data != rest:
-            raise DataError(f"{spec!r} names corpus {rest!r} but data={data!r}; give one")
-        corpus_spec = rest or data or EMBEDDED
-        corpus = load_corpus(corpus_spec, data_dir=data_dir, split=split_ratio)
-        splits = {s: restore_punct(corpus.text(s), max_len) for s in SPLITS}
+        if rest and corpus is not None and corpus != rest:
+            raise DataError(f"{spec!r} names corpus {rest!r} but corpus={corpus!r}; give one")
+        text = load_corpus(rest or corpus or EMBEDDED, data_dir=data_dir, split=split_ratio)
+        splits = {s: restore_punct(text.text(s), max_len) for s in SPLITS}
         if max_sentences is not None:
             splits = _cap_splits(splits, max_sentences, fractions)
-        info.update(corpus=corpus.name, corpus_sha256=corpus.sha256, max_len=max_len)
+        info.update(corpus=text.name, corpus_sha256=text.sha256, max_len=max_len)
         default_tag = PUNCT_DEFAULT_TAG
-        notes.append(f"derived from corpus {corpus.name!r}: words lower-cased without "
+        notes.append(f"derived from corpus {text.name!r}: words lower-cased without "
                      "punctuation; tag = CASE|PUNCT of the original word")
     else:
         raise DataError(f"unknown tagging task {spec!r}; expected one of {', '.join(TASKS)} "

@@ -36,8 +36,8 @@ from keras_seq.training.trainer import FitPlan, Prepared
 
 
 def task_data(config: TagConfig):
-    return make_tagging_task(config.task, seed=config.seed, split_ratio=config.split_ratio,
-                             max_sentences=config.max_sentences, data=config.data,
+    return make_tagging_task(config.data, seed=config.seed, split_ratio=config.split_ratio,
+                             max_sentences=config.max_sentences,
                              data_dir=config.data_dir, max_len=config.max_len,
                              token_col=config.token_col, tag_col=config.tag_col,
                              tag_field=config.tag_field)
@@ -78,7 +78,7 @@ def evaluate_run(run_dir, split: str = "test") -> dict:
     data = task_data(config)
     sentences = data.splits.get(split) or []
     if not sentences:
-        raise KerasSeqError(f"split {split!r} of task {config.task} is empty")
+        raise KerasSeqError(f"split {split!r} of task {config.data} is empty")
     pred = predict_tags(model, tokenizer, tags, [words for words, _ in sentences])
     report = tagging_report([t for _, t in sentences], pred, data.scheme, data.default_tag)
     return {"split": split, "n": len(sentences), "accuracy": report["accuracy"],
@@ -98,7 +98,7 @@ class TagTask(trainer.Task):
         data = task_data(config)
         train = data.splits.get("train") or []
         if not train:
-            raise KerasSeqError(f"task {config.task} has no training sentences")
+            raise KerasSeqError(f"task {config.data} has no training sentences")
         if resume:
             tokenizer, tags = load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE)
         else:
@@ -130,14 +130,14 @@ class TagTask(trainer.Task):
                if "val" in encoded else [])
         kwargs = fit_kwargs(train, val, config.seed, initial_epoch)
         words = sum(len(x) for x in encoded["train"][0])
-        printer(f"{config.task}: {len(encoded['train'][0]):,} training sentences "
+        printer(f"{config.data}: {len(encoded['train'][0]):,} training sentences "
                 f"({words:,} words), {len(prepared.data['tags'])} tags "
                 f"({prepared.data['data'].scheme})")
         return FitPlan(kwargs, len(train), items_per_step=words / len(train), unit="tokens")
 
     def results(self, config: TagConfig, prepared: Prepared, run_dir: Path, model) -> dict:
         data = prepared.data["data"]
-        out = {"task": config.task, "data": data.describe(),
+        out = {"task": config.data, "data": data.describe(),
                "tokenizer": prepared.data["tokenizer"].describe()}
         for split in ("val", "test"):
             if data.splits.get(split):

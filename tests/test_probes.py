@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from keras_seq.data import tasks
+from keras_seq.data import probes as tasks
 from keras_seq.errors import KerasSeqError
 
 

@@ -12,7 +12,12 @@ Built-in, offline and deterministic by seed:
   drawn uniformly from ``[min_len, max_len]``.
 
 User data: :func:`load_tsv_pairs` reads ``source<TAB>target[<TAB>...]`` lines (e.g. the
-Anki ``spa.txt`` file: English, Spanish, attribution) and cuts them into splits.
+Anki ``spa.txt`` file: English, Spanish, attribution), cut into splits by the shared rule
+(:func:`keras_seq.data.splits.split_items`, seeded shuffle, ``split_ratio`` 90/5/5).
+
+A run's config goes to pairs with :func:`task_data`, to tokenizers with
+:func:`fit_tokenizers`, to id pairs with :func:`encode_pairs` and to teacher-forcing
+batches with :func:`make_batches`.
 
 Every pair list is ``[(source, target), ...]`` of plain strings; tokenizers from
 :mod:`keras_seq.data.tokenizers` turn them into ids. This module does not import
@@ -36,7 +41,12 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from keras_seq.data.splits import DEFAULT_SPLIT, SPLITS, split_items
+from keras_seq.data.tokenizers import make_tokenizer
 from keras_seq.errors import DataError
+from keras_seq.tasks.seq2seq.config import Seq2SeqConfig
 
 TASKS = ("dates", "reverse", "copy")
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august",
@@ -130,7 +140,7 @@ def date_pairs(n: int, seed: int = 0, split: str = "train", min_year: int = 1950
         formats: names from :data:`DATE_FORMATS` (default: all of them).
     """
     _check_count(n)
-    if split not in ("train", "val", "test"):
+    if split not in SPLITS:
         raise DataError(f"split must be train, val or test; got {split!r}")
     names = list(formats or DATE_FORMATS)
     unknown = [f for f in names if f not in DATE_FORMATS]
@@ -212,19 +222,10 @@ def load_tsv_pairs(path: str | Path, source_col: int = 0, target_col: int = 1,
     return pairs
 
 
-def split_pairs(pairs, seed: int = 0, val: float = 0.05, test: float = 0.05) -> dict:
-    """Shuffle ``pairs`` with ``seed`` and cut ``{"train", "val", "test"}`` off by shares."""
-    if not (0 <= val < 1 and 0 <= test < 1 and val + test < 1):
-        raise DataError(f"val and test shares must be in [0, 1) with sum < 1; got {val}, {test}")
-    order = list(range(len(pairs)))
-    random.Random(f"split:{seed}").shuffle(order)
-    n_val, n_test = int(round(len(pairs) * val)), int(round(len(pairs) * test))
-    if len(pairs) >= 3:
-        n_val, n_test = max(n_val, 1), max(n_test, 1)
-    test_idx, val_idx = order[:n_test], order[n_test:n_test + n_val]
-    train_idx = order[n_test + n_val:]
-    return {name: [pairs[i] for i in idx]
-            for name, idx in (("train", train_idx), ("val", val_idx), ("test", test_idx))}
+def split_pairs(pairs, seed: int = 0, split_ratio=DEFAULT_SPLIT) -> dict:
+    """Shuffle ``pairs`` with ``seed`` and cut ``{"train", "val", "test"}`` by ``split_ratio``
+    (:func:`keras_seq.data.splits.split_items`)."""
+    return split_items(pairs, split_ratio, seed=seed)
 
 
 # Anki's Spanish–English sentence pairs, as used by the TensorFlow NMT tutorial. No checksum
@@ -263,7 +264,7 @@ def anki_spa_eng_path(data_dir: str | Path | None = None) -> Path:
         raise DataError(
             f"anki-spa-eng needs {ANKI_SPA_ENG['fname']} (from {ANKI_SPA_ENG['origin']}) or "
             f"its spa.txt in one of: {', '.join(map(str, dirs))}. keras-seq does not download "
-            "it because no checksum is published to pin; or pass --task tsv:PATH."
+            "it because no checksum is published to pin; or pass --data tsv:PATH."
         )
     out = zip_path.parent / "spa-eng" / "spa.txt"
     if not out.is_file():
@@ -286,7 +287,7 @@ class TaskData:
 
     def describe(self) -> dict:
         sizes = {s: len(p) for s, p in self.splits.items()}
-        blob = "\n".join(f"{a}\t{b}" for s in ("train", "val", "test")
+        blob = "\n".join(f"{a}\t{b}" for s in SPLITS
                          for a, b in self.splits[s]).encode("utf-8")
         return {"task": self.name, "sizes": sizes, "spec": dict(self.spec),
                 "sha256": hashlib.sha256(blob).hexdigest()}
@@ -295,12 +296,12 @@ class TaskData:
 def make_task(task: str, seed: int = 0, train_size: int = 20000, val_size: int = 500,
               test_size: int = 2000, min_len: int = 1, max_len: int = 20,
               source_col: int = 0, target_col: int = 1, max_pairs: int | None = None,
-              data_dir: str | None = None) -> TaskData:
+              data_dir: str | None = None, split_ratio=DEFAULT_SPLIT) -> TaskData:
     """Train/val/test pairs for ``dates``, ``reverse``, ``copy``, ``anki-spa-eng`` or ``tsv:PATH``.
 
     Generated tasks draw each split with its own seed, so val/test never depend on the
-    training size. TSV data is shuffled with ``seed`` and cut 90/5/5 (``val_size`` and
-    ``test_size`` cap the held-out parts, ``max_pairs`` the file).
+    training size. TSV data is shuffled with ``seed`` and cut by ``split_ratio`` (default
+    90/5/5; ``val_size`` and ``test_size`` cap the held-out parts, ``max_pairs`` the file).
     """
     spec = {"task": task, "seed": seed}
     if task == "dates":
@@ -319,12 +320,80 @@ def make_task(task: str, seed: int = 0, train_size: int = 20000, val_size: int =
     elif task == "anki-spa-eng" or task.startswith("tsv:"):
         path = anki_spa_eng_path(data_dir) if task == "anki-spa-eng" else Path(task[4:])
         pairs = load_tsv_pairs(path, source_col, target_col, max_pairs=max_pairs)
-        splits = split_pairs(pairs, seed=seed)
+        splits = split_pairs(pairs, seed=seed, split_ratio=split_ratio)
         splits["val"] = splits["val"][:val_size]
         splits["test"] = splits["test"][:test_size]
         spec.update(path=str(path), source_col=source_col, target_col=target_col,
-                    max_pairs=max_pairs, val_size=val_size, test_size=test_size)
+                    max_pairs=max_pairs, val_size=val_size, test_size=test_size,
+                    split_ratio=split_ratio)
     else:
         raise DataError(f"unknown seq2seq task {task!r}; expected dates, reverse, copy, "
                         "anki-spa-eng or tsv:PATH (a source<TAB>target file)")
     return TaskData(task, splits, spec)
+
+
+# ----------------------------------------------------------------------------------------
+# From a config to id batches
+
+
+def task_data(config: Seq2SeqConfig) -> TaskData:
+    """The pairs of a run's ``config.data``, re-created from its seed (or read from TSV)."""
+    return make_task(config.data, seed=config.seed, train_size=config.train_size,
+                     val_size=config.val_size, test_size=config.test_size,
+                     min_len=config.min_len, max_len=config.max_len,
+                     source_col=config.source_col, target_col=config.target_col,
+                     max_pairs=config.max_pairs, data_dir=config.data_dir,
+                     split_ratio=config.split_ratio)
+
+
+def fit_tokenizers(config: Seq2SeqConfig, pairs):
+    """Source and target tokenizers of ``config.tokenizer``, fitted on ``pairs``."""
+    def fit(texts):
+        options = {"max_vocab": config.max_vocab}
+        if config.tokenizer == "subword":
+            options = {"vocab_size": config.max_vocab or 8000}
+        return make_tokenizer(config.tokenizer, **options).fit("\n".join(texts) + "\n")
+
+    return fit([s for s, _ in pairs]), fit([t for _, t in pairs])
+
+
+def encode_pairs(pairs, src_tok, tgt_tok, max_source_len=None, max_target_len=None):
+    """Id arrays of each pair; pairs over the limits or with an empty side are dropped."""
+    out = []
+    for s, t in pairs:
+        s_ids = src_tok.encode(" ".join(s.split("\n")))
+        t_ids = tgt_tok.encode(" ".join(t.split("\n")))
+        if not len(s_ids) or not len(t_ids):
+            continue
+        if (max_source_len and len(s_ids) > max_source_len) or \
+                (max_target_len and len(t_ids) > max_target_len):
+            continue
+        out.append((s_ids, t_ids, s, t))
+    return out
+
+
+def make_batches(encoded, batch_size: int, bos: int, eos: int, seed: int | None = 0):
+    """Length-bucketed teacher-forcing batches ``((src, dec_in), dec_out, weights)``."""
+    order = np.arange(len(encoded))
+    if seed is not None:
+        np.random.default_rng(seed).shuffle(order)
+    order = sorted(order, key=lambda i: len(encoded[i][0]))  # stable: random within a length
+    batches = []
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        S = max(len(encoded[i][0]) for i in idx)
+        T = max(len(encoded[i][1]) for i in idx) + 1
+        src = np.zeros((len(idx), S), np.int32)
+        dec_in = np.zeros((len(idx), T), np.int32)
+        dec_out = np.zeros((len(idx), T), np.int32)
+        w = np.zeros((len(idx), T), np.float32)
+        for row, i in enumerate(idx):
+            s, t = encoded[i][0], encoded[i][1]
+            src[row, :len(s)] = s
+            dec_in[row, 0] = bos
+            dec_in[row, 1:len(t) + 1] = t
+            dec_out[row, :len(t)] = t
+            dec_out[row, len(t)] = eos
+            w[row, :len(t) + 1] = 1.0
+        batches.append(((src, dec_in), dec_out, w))
+    return batches
