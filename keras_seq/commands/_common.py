@@ -365,6 +365,8 @@ def check_corpus_arg(args) -> None:
     with the nearest registry name, before the command starts (``keras-seq … --data
     tinyshakspeare`` → did you mean 'tinyshakespeare'?)."""
     spec = getattr(args, "data", None)
+    if not getattr(args, "data_is_corpus", True):  # train classify|tag|…: a task's --data
+        return
     names = [EMBEDDED, *REGISTRY]
     if not isinstance(spec, str) or spec in names or _exists(spec):
         return

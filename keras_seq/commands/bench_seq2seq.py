@@ -52,7 +52,7 @@ def run_seq2seq(args) -> int:
         out["dates"] = dates_bench(args.out, minutes=args.dates_minutes, seed=args.seed,
                                    fresh=args.fresh, verbose=verbose, printer=printer)
     if args.json:
-        from keras_seq.tasks.seq2seq.training import json_safe
+        from keras_seq.atomic import json_safe
 
         print_json(json_safe(out))
         return 0

@@ -57,7 +57,7 @@ def register(subparsers) -> None:
         p.add_argument("--quiet", action="store_true", help="one line per epoch")
         add_json_arg(p)
         add_config_args(p, config_cls)
-        p.set_defaults(func=run_train, kind=kind)
+        p.set_defaults(func=run_train, kind=kind, data_is_corpus=False)  # checked by check_config
 
         p = evaluate.add_parser(kind, help=eval_help)
         p.add_argument("--run-dir", required=True, help="the run to evaluate")
@@ -75,7 +75,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=run_predict)
 
 
-# kind: (known task names, task prefixes): a near miss of one is refused before any work
+# kind: (known --data names, --data prefixes): a near miss of one is refused before any work
 TASK_NAMES = {
     "classify": (("reviews-negation",), ("tsv:",)),
     "tag": (("restore-punct",), ("restore-punct:", "conll:", "conllu:")),
@@ -84,15 +84,11 @@ TASK_NAMES = {
 
 
 def check_config(config):
-    """Refuse a bad config before any work: a misspelt task, the config's own checks, the
-    split (classify: three shares) and the word tokenizer's options."""
+    """Refuse a bad config before any work: misspelt ``--data``, the config's own checks
+    (the split ratio among them) and the word tokenizer's options."""
     names, prefixes = TASK_NAMES[config.kind]
-    check_task_name(f"{config.kind} task", config.task, names, prefixes)
+    check_task_name(f"{config.kind} --data", config.data, names, prefixes)
     config.validate()
-    if config.kind == "classify":
-        from keras_seq.tasks.classify.data import parse_split_ratio
-
-        parse_split_ratio(config.split_ratio)
     check_tokenizer_options("word", max_vocab=config.max_vocab, min_count=config.min_count,
                             lower=getattr(config, "lower", None))
     return config
@@ -189,7 +185,7 @@ def run_predict(args) -> int:
     from keras_seq.tasks.tag.data import restore_punct
 
     sentences = [text.split() for text in texts]
-    if config.task.startswith("restore-punct"):  # read raw text the way the task made it
+    if config.data.startswith("restore-punct"):  # read raw text the way the task made it
         sentences = [[w for s in restore_punct(text, config.max_len) for w in s[0]]
                      for text in texts]
     tags = module.predict_tags(model, tokenizer, labels, sentences)
@@ -199,7 +195,7 @@ def run_predict(args) -> int:
     else:
         for r in rows:
             print(" ".join(f"{w}/{t}" for w, t in zip(r["tokens"], r["tags"])))
-        if config.task.startswith("restore-punct"):
+        if config.data.startswith("restore-punct"):
             from keras_seq.tasks.tag.data import restore_text
 
             for r in rows:

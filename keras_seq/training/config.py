@@ -61,6 +61,7 @@ class TrainConfig:
     """Fields shared by every task (redeclare one in a subclass to change its default)."""
 
     kind: ClassVar[str] = "?"  # the `keras-seq train KIND` of the run
+    renamed: ClassVar[dict[str, str]] = {}  # old field name → new, read from older configs
 
     batch_size: int = option(32, "examples per training batch (with --strategy: the global "
                              "batch)")
@@ -154,11 +155,21 @@ class TrainConfig:
         write_json_atomic(path, {"kind": self.kind, **self.to_dict()})
 
     @classmethod
+    def migrate(cls, data: dict) -> dict:
+        """A copy of a config's ``data`` with the fields of older run directories renamed
+        (:attr:`renamed`); a subclass with other changes extends it."""
+        data = dict(data)
+        for old, new in cls.renamed.items():
+            if old in data and new not in data:
+                data[new] = data.pop(old)
+        return data
+
+    @classmethod
     def from_dict(cls, data: dict):
         if not isinstance(data, dict):
             raise KerasSeqError(f"a {cls.kind} config must be a JSON object of fields, got "
                                 f"{type(data).__name__}")
-        data = dict(data)
+        data = cls.migrate(data)
         kind = data.pop("kind", cls.kind)
         if kind != cls.kind:
             raise KerasSeqError(f"config is for a {kind} run, not a {cls.kind} run")
@@ -202,6 +213,8 @@ class TrainConfig:
         if isinstance(data, dict) and data.get("version") != __version__:
             raise KerasSeqError(f"{path} was written by keras-seq {data.get('version')!r}, this "
                                 f"is {__version__}; re-train it or use the matching keras-seq")
+        if isinstance(data, dict):
+            data = cls.migrate(data)
         try:
             config = cls.from_dict(data)  # a JSON object of this kind's fields
             missing = sorted({"kind", *(f.name for f in dataclasses.fields(cls))} - set(data))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from keras_seq.data.splits import DEFAULT_SPLIT, split_problems
 from keras_seq.training.config import TrainConfig, option
 
 POOLINGS = ("last", "mean", "attention")
@@ -15,9 +16,10 @@ class ClassifyConfig(TrainConfig):
     """Everything that decides a classification run. Saved as ``config.json``."""
 
     kind = "classify"
+    renamed = {"task": "data"}  # run directories written before `--data`
 
     # data
-    task: str = option("reviews-negation", "reviews-negation (generated) or tsv:PATH "
+    data: str = option("reviews-negation", "reviews-negation (generated) or tsv:PATH "
                        "(text<TAB>label lines)")
     train_size: int | None = option(None, "training examples (generated) or a cap (TSV)",
                                     default_help="generated: 4000; TSV: all")
@@ -25,7 +27,7 @@ class ClassifyConfig(TrainConfig):
                                   default_help="generated: 500; TSV: all")
     test_size: int | None = option(None, "test examples (generated) or a cap (TSV)",
                                    default_help="generated: 1500; TSV: all")
-    split_ratio: str = option("80/10/10", "TSV: train/val/test shares of a seeded shuffle",
+    split_ratio: str = option(DEFAULT_SPLIT, "TSV: train/val/test shares of a seeded shuffle",
                               metavar="TRAIN/VAL/TEST")
     length: int | None = option(None, "reviews-negation: words per review", default_help="80")
     negator_pos: int | None = option(None, "reviews-negation: position of the negator",
@@ -71,12 +73,13 @@ class ClassifyConfig(TrainConfig):
                             f"{self.pooling!r})")
         if self.max_len is not None and self.max_len < 1:
             problems.append(f"max_len must be ≥ 1 or unset (got {self.max_len})")
+        problems += split_problems(self.split_ratio, parts=(3,))  # evaluation needs a test split
         return problems
 
     def task_options(self) -> dict:
         options = {k: getattr(self, k) for k in ("length", "negator_pos", "sentiment_pos")
                    if getattr(self, k) is not None}
-        if self.task == "reviews-negation":
+        if self.data == "reviews-negation":
             if self.distances is not None:
                 options["distances"] = [int(d) for d in str(self.distances).split(",")]
             options["hard"] = self.hard

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from keras_seq.data.splits import DEFAULT_SPLIT, split_problems
 from keras_seq.training.config import TrainConfig, option
 
 
@@ -20,7 +21,7 @@ class LMConfig(TrainConfig):
     data: str = option("python-docs", "corpus: a registry name (python-docs, tinyshakespeare, "
                        "ptb, wikitext-2), a .txt file or a folder of .txt files",
                        metavar="NAME|PATH")
-    split_ratio: str = option("90/5/5", "train/val/test shares for a corpus without its own "
+    split_ratio: str = option(DEFAULT_SPLIT, "train/val/test shares for a corpus without its own "
                               "split files (percentages or fractions; '90/10': no test part)",
                               metavar="TRAIN/VAL[/TEST]")
     data_dir: str | None = option(None, "folder searched for registry files before "
@@ -104,6 +105,7 @@ class LMConfig(TrainConfig):
             if not 0 <= getattr(self, name) < 1:
                 problems.append(f"{name} must be in [0, 1) (got {getattr(self, name)})")
         problems += self._projection_problems()
+        problems += split_problems(self.split_ratio)
         return problems
 
     def _projection_problems(self) -> list[str]:
