@@ -110,7 +110,7 @@ def bench_tag(out_dir, units_bi: int = 64, seeds=(1, 2, 3), minutes: float = 3.0
                      "accuracy": _spread([r["accuracy"] for r in reports]),
                      "micro_f1": _spread([r["micro"]["f1"] for r in reports]),
                      "macro_f1": _spread([r["macro"]["f1"] for r in reports])})
-    out = {"task": base.task, "seeds": list(seeds), "minutes_per_run": minutes, "rows": rows}
+    out = {"task": base.data, "seeds": list(seeds), "minutes_per_run": minutes, "rows": rows}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "bench_tag.json").write_text(json.dumps(out, indent=2))
     return out
@@ -153,7 +153,7 @@ def bench_conditioned(out_dir, seeds=(1, 2, 3), minutes: float | None = None,
                      "test_by_position": {b: _spread([r["test"]["by_position"][k]["ppl"]
                                                       for r in per_seed])
                                           for k, b in enumerate(buckets)}})
-    out = {"task": ConditionedConfig(**config).task, "seeds": list(seeds),
+    out = {"task": ConditionedConfig(**config).data, "seeds": list(seeds),
            "minutes_per_run": minutes, "epochs": epochs, "rows": rows}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "bench_conditioned.json").write_text(json.dumps(out, indent=2))

@@ -85,7 +85,7 @@ def run_tag(args) -> int:
     from keras_seq.benchmarks.task_shapes import bench_tag, format_tag
 
     out = bench_tag(args.out, units_bi=args.units, seeds=_ints(args.seeds),
-                    minutes=args.minutes, epochs=args.epochs, task=args.task)
+                    minutes=args.minutes, epochs=args.epochs, data=args.task)
     print_json(out) if args.json else print(format_tag(out))
     return 0
 
@@ -94,7 +94,7 @@ def run_conditioned(args) -> int:
     from keras_seq.benchmarks.task_shapes import bench_conditioned, format_conditioned
 
     out = bench_conditioned(args.out, seeds=_ints(args.seeds), minutes=args.minutes,
-                            epochs=args.epochs, task=args.task, grouping=args.grouping,
+                            epochs=args.epochs, data=args.task, grouping=args.grouping,
                             mode=args.mode)
     print_json(out) if args.json else print(format_conditioned(out))
     return 0
