@@ -10,15 +10,17 @@ from pathlib import Path
 
 def add_memory_args(p) -> None:
     from keras_seq.analysis.memory import DISTANCES, MEMORY_CELLS
-    from keras_seq.data.tasks import TASKS
+    from keras_seq.data.probes import TASKS
 
-    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
-    p.add_argument("--cells", nargs="+", default=list(MEMORY_CELLS), choices=MEMORY_CELLS)
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS,
+                   help="synthetic tasks run")
+    p.add_argument("--cells", nargs="+", default=list(MEMORY_CELLS), choices=MEMORY_CELLS,
+                   help="cells compared")
     p.add_argument("--distances", nargs="+", type=int, default=list(DISTANCES), metavar="D",
                    help=f"distances to sweep (default {' '.join(map(str, DISTANCES))})")
     p.add_argument("--steps", type=int, default=1000, help="training budget per run (steps)")
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--units", type=int, default=64)
+    p.add_argument("--batch", type=int, default=64, help="sequences per training batch")
+    p.add_argument("--units", type=int, default=64, help="recurrent units")
     p.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate")
     p.add_argument("--eval-every", type=int, default=100,
                    help="validate every N steps and stop once solved (0: never)")
