@@ -8,7 +8,13 @@ benchmarks. Written with ``keras.ops`` and numpy; only :func:`grads` branches pe
 
 fp32 parity is checked to 1e-4 with TF32 turned off on every backend (cuDNN and the
 matmuls of the loop would otherwise round inputs to 10-bit mantissas).
+
+With ``KERAS_SEQ_REFERENCE_KERNELS=1`` they run on a CPU instead, each backend's device
+kernel replaced by the reference of the same contract in ``tests/backends/reference_kernels.py``
+(``make bench-gpu`` with ``--device cpu`` does this): a dry run of their expectations.
 """
+
+import os
 
 import keras
 import numpy as np
@@ -26,15 +32,45 @@ def _gpu_available() -> bool:
     return bool(gpu_available())
 
 
+REFERENCE = os.environ.get("KERAS_SEQ_REFERENCE_KERNELS") == "1"
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not _gpu_available(),
+    pytest.mark.skipif(not (REFERENCE or _gpu_available()),
                        reason=f"no GPU visible to the {keras.backend.backend()} backend"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def reference_kernels(monkeypatch):
+    """On a CPU with KERAS_SEQ_REFERENCE_KERNELS=1: the reference kernels in place of
+    the device's (nothing is replaced on a GPU)."""
+    if REFERENCE:
+        from tests.backends import reference_kernels as ref  # lazy: a test helper
+
+        ref.install(monkeypatch)
 
 B, T, D, U = 4, 9, 5, 8
 ATOL = RTOL = 1e-4
 CELLS = {"lstm": LSTM, "gru": GRU}
+BACKEND = keras.backend.backend()
+
+
+def has_kernel(kind, mixed=False):
+    """Whether keras-seq offers this backend's fused kernel for ``kind``: JAX has an LSTM
+    kernel only (jax.experimental.rnn), float32 only; TensorFlow and PyTorch have both."""
+    if BACKEND == "jax":
+        return kind == "lstm" and not mixed
+    return True
+
+
+def kernel_path(kind, mixed=False):
+    """``last_path`` of a layer with ``use_cudnn`` on, unmasked."""
+    return "cudnn" if has_kernel(kind, mixed) else "loop"
+
+
+def use_cudnn_for(kind):
+    """``True`` where the kernel exists (an error if it does not run), else ``"auto"``."""
+    return True if has_kernel(kind) else "auto"
 
 
 @pytest.fixture(autouse=True)
@@ -119,7 +155,7 @@ def data(seed=0, batch=B, steps=T):
 def twins(kind, **kwargs):
     """``(fused, loop)``: the same layer with ``use_cudnn=True`` / ``False``, same weights."""
     cls = CELLS[kind]
-    fused = cls(U, use_cudnn=kwargs.pop("use_cudnn", True), **kwargs)
+    fused = cls(U, use_cudnn=kwargs.pop("use_cudnn", use_cudnn_for(kind)), **kwargs)
     loop = cls(U, use_cudnn=False, **kwargs)
     x, _ = data(seed=99)
     fused(x)
@@ -143,7 +179,7 @@ def test_fused_matches_loop_outputs_states_and_gradients(kind):
     init = initial_states(kind, rng)
     out_f = fused(x, initial_state=init)
     out_l = loop(x, initial_state=init)
-    assert fused.last_path == "cudnn", fused.last_path
+    assert fused.last_path == kernel_path(kind), (fused.last_path, fused.last_path_reason)
     assert loop.last_path in ("fused-loop", "loop"), loop.last_path
     close(out_f[0], out_l[0], "outputs")
     for i, (a, b) in enumerate(zip(out_f[1:], out_l[1:])):
@@ -160,7 +196,7 @@ def test_fused_matches_loop_outputs_states_and_gradients(kind):
 
     g_f = grads(loss_of(fused), fused.trainable_variables)
     g_l = grads(loss_of(loop), loop.trainable_variables)
-    assert fused.last_path == "cudnn"
+    assert fused.last_path == kernel_path(kind)
     for v, a, b in zip(fused.trainable_variables, g_f, g_l):
         close(a, b, f"gradient of {v.path}")
 
@@ -174,7 +210,7 @@ def test_stateful_across_two_calls(kind):
     for step, chunk in enumerate((x1, x2)):
         outputs.append(numpy(fused(chunk)))
         close(outputs[-1], loop(chunk), f"call {step + 1}")
-        assert fused.last_path == "cudnn"
+        assert fused.last_path == kernel_path(kind)
     # The second call continued from the first call's state: a fresh run of x2 differs.
     fresh = CELLS[kind](U, return_sequences=True, use_cudnn=False)
     fresh(x2)
@@ -202,10 +238,10 @@ def test_masks_use_the_kernel_or_fall_back(kind, padding):
     close(numpy(out_f[0]) * valid, numpy(out_l[0]) * valid, "outputs at unmasked steps")
     for i, (a, b) in enumerate(zip(out_f[1:], out_l[1:])):
         close(a, b, f"final state {i}")
-    if keras.backend.backend() == "tensorflow":
+    if BACKEND == "tensorflow":
         # TensorFlow's kernel takes right-padded masks; a run-time check sends any other
-        # mask to the loop, so the traced choice is the kernel either way.
-        assert fused.last_path == "cudnn"
+        # mask to the loop, decided per batch.
+        assert fused.last_path == "cudnn-or-loop", fused.last_path
     else:  # JAX's and PyTorch's fused kernels take no mask: the layer loops
         assert fused.last_path == "loop", fused.last_path
 
@@ -213,15 +249,16 @@ def test_masks_use_the_kernel_or_fall_back(kind, padding):
 @pytest.mark.parametrize("kind", sorted(CELLS))
 def test_bidirectional(kind):
     cls = CELLS[kind]
-    fused = keras.layers.Bidirectional(cls(U, return_sequences=True, use_cudnn=True))
+    fused = keras.layers.Bidirectional(cls(U, return_sequences=True,
+                                           use_cudnn=use_cudnn_for(kind)))
     loop = keras.layers.Bidirectional(cls(U, return_sequences=True, use_cudnn=False))
     x, rng = data(seed=3)
     fused(x)
     loop(x)
     loop.set_weights(fused.get_weights())
     close(fused(x), loop(x), "outputs")
-    assert fused.forward_layer.last_path == "cudnn"
-    assert fused.backward_layer.last_path == "cudnn"
+    assert fused.forward_layer.last_path == kernel_path(kind)
+    assert fused.backward_layer.last_path == kernel_path(kind)
     w = rng.standard_normal((B, T, 2 * U)).astype("float32")
     g_f = grads(lambda: ops.sum(fused(x) * w), fused.trainable_variables)
     g_l = grads(lambda: ops.sum(loop(x) * w), loop.trainable_variables)
@@ -244,11 +281,11 @@ def test_training_step_with_weight_drop(kind):
     y = rng.standard_normal((B, T, 1)).astype("float32")
     # Weight drop is active in training calls only, and the kernel still runs.
     assert not np.allclose(numpy(layer(x, training=True)), numpy(layer(x, training=False)))
-    assert layer.last_path == "cudnn"
+    assert layer.last_path == kernel_path(kind)
     before = numpy(layer.cell.recurrent_kernel)
     loss = float(np.asarray(model.train_on_batch(x, y)))
     assert np.isfinite(loss)
-    assert layer.last_path == "cudnn"
+    assert layer.last_path == kernel_path(kind)
     assert not np.allclose(numpy(layer.cell.recurrent_kernel), before)
 
 
@@ -261,9 +298,9 @@ def test_training_step_mixed_float16(kind):
     x, rng = data(seed=5)
     y = rng.standard_normal((B, T, 1)).astype("float32")
     before = numpy(layer.cell.kernel)
-    loss = float(np.asarray(model.train_on_batch(x, y)))
+    loss = float(np.asarray(model.train_on_batch(x, y)))  # compiled: JAX's would crash
     assert np.isfinite(loss)
-    assert layer.last_path == "cudnn"
+    assert layer.last_path == kernel_path(kind, mixed=True), layer.last_path_reason
     assert not np.allclose(numpy(layer.cell.kernel), before)
     # float16 kernel against the float16 loop: equal to float16 rounding.
     loop = CELLS[kind](U, return_sequences=True, use_cudnn=False)
@@ -272,6 +309,7 @@ def test_training_step_mixed_float16(kind):
     close(layer(x), loop(x), "float16 outputs", atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.skipif(REFERENCE, reason="benchmarks need the real device")
 def test_benchmark_rows_name_the_gpu_paths():
     from keras_seq.benchmarks.cells import run_benchmark
 
@@ -280,5 +318,16 @@ def test_benchmark_rows_name_the_gpu_paths():
                            device="gpu")
     for row in report["results"]:
         assert row["device"] == "gpu"
-        assert row["keras_seq_path"] == "cudnn", row
+        assert row["keras_seq_path"] == kernel_path(row["cell"]), row
         assert row["builtin_path"] in ("cudnn", "backend-loop"), row
+
+
+def test_jax_gru_has_no_kernel_and_says_so():
+    if BACKEND != "jax":
+        pytest.skip("JAX only: jax.experimental.rnn has an LSTM kernel only")
+    x, _ = data()
+    with pytest.raises(ValueError, match="no fused GRU kernel"):
+        GRU(U, use_cudnn=True)(x)
+    layer = GRU(U)
+    layer(x)
+    assert layer.last_path == "loop" and "no fused GRU kernel" in layer.last_path_reason

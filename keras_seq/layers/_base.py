@@ -281,7 +281,8 @@ class FastRNN(keras.layers.RNN):
     loop with a hand-written gradient (``_fused.py``) when there is no mask, no
     recurrent dropout and standard activations, else a step loop (``_fast_rnn.py`` on
     TensorFlow, Keras's backend loop elsewhere). ``last_path`` names the path the
-    latest call took. Subclasses build their cell and pass it here.
+    latest call (or trace) took and ``last_path_reason`` why not the fused kernel (None
+    when it ran). Subclasses build their cell and pass it here.
     """
 
     def __init__(self, cell, use_cudnn="auto", **kwargs):
@@ -296,6 +297,7 @@ class FastRNN(keras.layers.RNN):
             )
         self.input_spec = keras.layers.InputSpec(ndim=3)
         self.last_path = None
+        self.last_path_reason = None
 
     @property
     def variables(self):
@@ -314,8 +316,14 @@ class FastRNN(keras.layers.RNN):
         return variables
 
     def __getattr__(self, name):
+        # Under the torch backend a Layer is a torch.nn.Module, whose __getattr__ finds
+        # sub-layers (the cell) in its module registry: ask it first.
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            pass
         # Keras's LSTM/GRU expose the cell's arguments as layer attributes.
-        cell = self.__dict__.get("cell")
+        cell = self.__dict__.get("cell") or self.__dict__.get("_modules", {}).get("cell")
         if cell is not None and name in getattr(cell, "ARGS", ()):
             return getattr(cell, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -324,6 +332,13 @@ class FastRNN(keras.layers.RNN):
         if isinstance(mask, (list, tuple)):
             mask = mask[0]
         cell = self.cell
+        # A stateful layer's states arrive as variables that autocast only inside this
+        # call: as tensors, a hand-written gradient (run later) sees the compute dtype too.
+        initial_state = [read(s) for s in initial_state]
+        if self.stateful and keras.backend.backend() == "torch":
+            # Keras writes a stateful layer's new states in place (copy_) after the call,
+            # which would change tensors autograd saved for the backward pass: copy them.
+            initial_state = [ops.copy(s) for s in initial_state]
         if training and cell.dropout > 0:
             # One mask per sequence, as in the per-step path (variational dropout).
             dp_mask = cell.get_dropout_mask(sequences[:, 0, :])  # (B, D)
@@ -331,7 +346,8 @@ class FastRNN(keras.layers.RNN):
         # Weight drop: the recurrent kernel is masked here, once per batch, so that every
         # path (the cuDNN kernel included) runs the same dropped weights.
         params = cell.step_params(training=training)
-        use_kernel, _ = dispatch.decide(self, mask)
+        use_kernel, why_not = dispatch.decide(self, mask)
+        self.last_path_reason = why_not or None
         if use_kernel:
             return self._cudnn_loop(sequences, initial_state, mask, params, training)
         return self._own_loop(sequences, initial_state, mask, params, training)
@@ -361,6 +377,8 @@ class FastRNN(keras.layers.RNN):
             self.last_path = "cudnn-or-loop"  # decided per batch by the mask
             return result
         except NotImplementedError as err:  # the backend declined (e.g. an old cuDNN)
+            self.last_path_reason = (f"the {keras.backend.backend()} backend declined the "
+                                     f"fused kernel: {err or 'no reason given'}")
             if self.use_cudnn is True:
                 raise ValueError(
                     f"{self.name}: use_cudnn=True, but the {keras.backend.backend()} "

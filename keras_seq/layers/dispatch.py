@@ -128,10 +128,63 @@ def cudnn_mask_ok(mask):
 
 def backend_blocker(layer) -> str | None:
     """Why this backend has no fused kernel for ``layer``'s cell (None: it has one)."""
-    if keras.backend.backend() == "jax" and getattr(layer.cell, "cudnn_kind", None) == "gru":
+    if keras.backend.backend() != "jax":
+        return None
+    if getattr(layer.cell, "cudnn_kind", None) == "gru":
         # Keras's JAX gru() is a lax.scan like this layer's own loop, on every device.
         return "the JAX backend has no fused GRU kernel (jax.experimental.rnn has LSTM only)"
+    if layer.compute_dtype != "float32":
+        # jaxlib's cuDNN lowering (gpu_rnn._rnn_fwd_lowering) raises "Unknown output type"
+        # for float16/bfloat16 when XLA compiles the step, after Keras's try/except.
+        return (f"compute dtype {layer.compute_dtype} (jax.experimental.rnn's cuDNN LSTM "
+                "handles float32 only)")
     return None
+
+
+def torch_runtime_blocker(inputs) -> str | None:
+    """Why PyTorch's cuDNN call cannot run on ``inputs`` now (None: it can): the checks
+    Keras's torch ``lstm()``/``gru()`` make before calling it (inputs on a CUDA device, not
+    inside a TorchScript trace or ``torch.compile``)."""
+    import torch  # lazy: only the torch backend calls this
+
+    if inputs.device.type != "cuda":
+        return f"the inputs are on {inputs.device.type}, not a CUDA device"
+    if torch.jit.is_tracing():
+        return "inside a TorchScript trace"
+    if torch.compiler.is_compiling():
+        return "inside torch.compile (Keras's torch kernel call is eager only)"
+    return None
+
+
+def run_torch_kernel(cudnn_fn, inputs, states, kernel, recurrent_kernel, bias,
+                     return_sequences, go_backwards):
+    """Keras's torch ``lstm()``/``gru()``, with its cuDNN call made here so that what ran
+    is known: Keras's own ``lstm()`` silently runs a loop of its own when the device check
+    fails or the cuDNN call raises, and its caller cannot tell.
+
+    ``cudnn_fn`` is ``keras.src.backend.torch.rnn._cudnn_lstm`` or ``_cudnn_gru``.
+    Returns ``(last (B, U), outputs (B, T or 1, U), states)`` in computed order (reversed
+    for ``go_backwards``, as the loop); raises NotImplementedError naming why not.
+    """
+    import torch  # lazy: only the torch backend calls this
+    from keras.src.backend.torch.core import convert_to_tensor
+
+    kernel = convert_to_tensor(kernel)
+    recurrent_kernel = convert_to_tensor(recurrent_kernel)
+    bias = convert_to_tensor(bias)
+    inputs = convert_to_tensor(inputs).to(kernel.dtype)  # as Keras: the kernel's dtype
+    states = [convert_to_tensor(s).to(kernel.dtype) for s in states]
+    reason = torch_runtime_blocker(inputs)
+    if reason:
+        raise NotImplementedError(reason)
+    if go_backwards:
+        inputs = torch.flip(inputs, dims=[1])
+    try:
+        return cudnn_fn(inputs, *states, kernel, recurrent_kernel, bias,
+                        return_sequences=return_sequences, device=inputs.device)
+    except Exception as err:  # noqa: BLE001 - what Keras's lstm()/gru() swallow
+        raise NotImplementedError(
+            f"PyTorch's cuDNN call failed ({type(err).__name__}: {err})") from err
 
 
 def decide(layer, mask) -> tuple[bool, str]:

@@ -14,9 +14,12 @@ projection, row 1 for the recurrent one.
 
 from __future__ import annotations
 
+import importlib
+
 import keras
 from keras import ops
 
+from keras_seq.layers import dispatch
 from keras_seq.layers._base import BaseCell, FastRNN, activation_name, read
 
 _CELL_ARGS = (
@@ -146,6 +149,13 @@ class GRUCell(BaseCell):
     def cudnn_sequence(self, sequences, states, mask, params, return_sequences, go_backwards):
         from keras.src import backend
 
+        if keras.backend.backend() == "torch":
+            # lazy: imports torch (by module name: the package's `rnn` is a function)
+            torch_rnn = importlib.import_module("keras.src.backend.torch.rnn")
+
+            return dispatch.run_torch_kernel(
+                torch_rnn._cudnn_gru, sequences, states, self.kernel,
+                params["recurrent_kernel"], self.bias, return_sequences, go_backwards)
         return backend.gru(
             sequences, states[0], mask,  # (B, T, D), (B, U), (B, T)
             kernel=self.kernel, recurrent_kernel=params["recurrent_kernel"],

@@ -15,9 +15,12 @@ so the blocks are f, c, o along a ``3·units`` axis.
 
 from __future__ import annotations
 
+import importlib
+
 import keras
 from keras import initializers, ops
 
+from keras_seq.layers import dispatch
 from keras_seq.layers._base import BaseCell, FastRNN, activation_name
 
 _CELL_ARGS = (
@@ -146,6 +149,18 @@ class LSTMCell(BaseCell):
     def cudnn_sequence(self, sequences, states, mask, params, return_sequences, go_backwards):
         from keras.src import backend
 
+        if keras.backend.backend() == "torch":
+            # lazy: imports torch (by module name: the package's `rnn` is a function)
+            torch_rnn = importlib.import_module("keras.src.backend.torch.rnn")
+
+            return dispatch.run_torch_kernel(
+                torch_rnn._cudnn_lstm, sequences, states, self.kernel,
+                params["recurrent_kernel"], self.bias, return_sequences, go_backwards)
+        if keras.backend.backend() == "jax" and go_backwards:
+            # Keras's JAX lstm() flips its outputs back to input order; RNN(go_backwards=True)
+            # means computed (reversed) order, as the loop and TensorFlow's kernel return
+            # and Bidirectional undoes. So reverse the inputs here and run forwards.
+            sequences, go_backwards = ops.flip(sequences, axis=1), False
         return backend.lstm(
             sequences, states[0], states[1], mask,  # (B, T, D), (B, U), (B, U), (B, T)
             kernel=self.kernel, recurrent_kernel=params["recurrent_kernel"],
