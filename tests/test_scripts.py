@@ -2,9 +2,11 @@
 at a tiny size in a subprocess, and writes what the CLI reads back (`keras-seq eval …`).
 
 The three trainings run side by side, then the exports, so the whole file costs a few
-TensorFlow start-ups of wall time.
+TensorFlow start-ups of wall time; under pytest-xdist the first worker to need them runs
+them once for all workers (:func:`once`).
 """
 
+import fcntl
 import json
 import os
 import subprocess
@@ -34,8 +36,24 @@ def finish(process: subprocess.Popen, timeout: float = 300) -> tuple[int, str]:
     return process.returncode, output
 
 
-def finished_ok(process: subprocess.Popen, what: str) -> str:
-    code, output = finish(process)
+def once(tmp_path_factory, name: str, work) -> tuple[Path, dict]:
+    """``(folder, work(folder))``, computed by one process of the test run: pytest-xdist
+    workers share the folder, and the others wait on a lock and read the results."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's folder, above each worker's own
+    folder = base / name
+    with open(base / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = folder / "results.json"
+        if not done.is_file():
+            folder.mkdir(exist_ok=True)
+            done.write_text(json.dumps(work(folder)))
+    return folder, json.loads(done.read_text())
+
+
+def succeeded(result: list, what: str) -> str:
+    code, output = result
     assert code == 0, f"{what} exited {code}:\n{output[-3000:]}"
     return output
 
@@ -53,26 +71,30 @@ def test_help(script):
     assert output.startswith("usage:") and "--run-dir" in output
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Tiny runs of the three training scripts, trained at the same time."""
-    tmp = tmp_path_factory.mktemp("scripts")
+def train_all(tmp: Path) -> dict:
     corpus = tmp / "shakespeare.txt"  # a few thousand characters of the bundled corpus
     corpus.write_text(load_corpus("tinyshakespeare").text("train")[:4000], encoding="utf-8")
-    dirs = {kind: tmp / kind for kind in ("lm", "seq2seq", "classify")}
     processes = {
-        "lm": start("train/lm.py", "--run-dir", dirs["lm"], "--data", corpus, "--units", 16,
+        "lm": start("train/lm.py", "--run-dir", tmp / "lm", "--data", corpus, "--units", 16,
                     "--embed-dim", 8, "--bptt", 16, "--batch-size", 4, "--epochs", 1,
                     "--max-steps-per-epoch", 10),
-        "seq2seq": start("train/seq2seq.py", "--run-dir", dirs["seq2seq"], "--train-size", 64,
+        "seq2seq": start("train/seq2seq.py", "--run-dir", tmp / "seq2seq", "--train-size", 64,
                          "--val-size", 16, "--test-size", 16, "--units", 8, "--embed-dim", 8,
                          "--epochs", 1, "--batch-size", 32),
-        "classify": start("train/classify.py", "--run-dir", dirs["classify"], "--train-size",
+        "classify": start("train/classify.py", "--run-dir", tmp / "classify", "--train-size",
                           64, "--val-size", 16, "--test-size", 24, "--units", 8, "--embed-dim",
                           8, "--epochs", 1),
     }
-    outputs = {kind: finished_ok(p, f"train/{kind}.py") for kind, p in processes.items()}
-    return dirs, outputs
+    return {kind: finish(p) for kind, p in processes.items()}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Tiny runs of the three training scripts, trained at the same time:
+    ``({kind: run dir}, {kind: script output})``."""
+    tmp, results = once(tmp_path_factory, "script-runs", train_all)
+    return ({kind: tmp / kind for kind in results},
+            {kind: succeeded(result, f"train/{kind}.py") for kind, result in results.items()})
 
 
 def test_train_lm_writes_a_run_eval_lm_reads(runs, capsys):
@@ -118,19 +140,24 @@ def test_train_classify_writes_a_run_eval_classify_reads(runs, capsys):
 
 @pytest.fixture(scope="module")
 def exports(runs, tmp_path_factory):
-    """The two export scripts on the tiny LM run, and one told to expect the impossible."""
+    """The two export scripts on the tiny LM run, and one told to expect the impossible:
+    ``(folder, {name: (exit code, output)})``."""
     lm_run = runs[0]["lm"]
-    tmp = tmp_path_factory.mktemp("exports")
-    processes = {
-        "tflite": start("export/tflite.py", "--run-dir", lm_run, "--out", tmp / "tflite",
-                        "--variants", "float32,dynamic", "--prefix-tokens", 32),
-        "saved_model": start("export/saved_model.py", "--run-dir", lm_run, "--out",
-                             tmp / "saved_model", "--prefix-tokens", 32),
-        # float16 weights move the logits by ~1e-4: a tolerance of 1e-9 must fail
-        "too_strict": start("export/tflite.py", "--run-dir", lm_run, "--out", tmp / "strict",
-                            "--variants", "float16", "--quantized-tolerance", 1e-9),
-    }
-    return tmp, {name: finish(p) for name, p in processes.items()}
+
+    def export_all(tmp: Path) -> dict:
+        processes = {
+            "tflite": start("export/tflite.py", "--run-dir", lm_run, "--out", tmp / "tflite",
+                            "--variants", "float32,dynamic", "--prefix-tokens", 32),
+            "saved_model": start("export/saved_model.py", "--run-dir", lm_run, "--out",
+                                 tmp / "saved_model", "--prefix-tokens", 32),
+            # float16 weights move the logits by ~1e-4: a tolerance of 1e-9 must fail
+            "too_strict": start("export/tflite.py", "--run-dir", lm_run, "--out",
+                                tmp / "strict", "--variants", "float16",
+                                "--quantized-tolerance", 1e-9),
+        }
+        return {name: finish(p) for name, p in processes.items()}
+
+    return once(tmp_path_factory, "script-exports", export_all)
 
 
 def test_export_tflite_passes_its_parity_check(exports):
