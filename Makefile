@@ -22,10 +22,13 @@ $(STAMP): requirements.txt setup.cfg pyproject.toml
 PYTEST := $(BIN)/python -m pytest -q -n auto
 
 # The main run uses the TensorFlow backend; tests/backends (layers and models written
-# backend-neutrally) then runs again under JAX (its CPU wheel is a test dependency).
+# backend-neutrally, and the fused-kernel path on reference kernels) then runs again under
+# JAX and under PyTorch (their CPU wheels are test dependencies).
 test: $(STAMP)
 	KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} $(PYTEST) -m "not slow"
 	KERAS_BACKEND=jax KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} \
+	    $(PYTEST) -m "not slow" -p no:cacheprovider tests/backends
+	KERAS_BACKEND=torch KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} \
 	    $(PYTEST) -m "not slow" -p no:cacheprovider tests/backends
 
 test-all: $(STAMP)
@@ -42,11 +45,13 @@ demo: $(STAMP)
 	    $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite --lines
 	@echo "Try it yourself: $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite"
 
-# The GPU check in one command (run it on a machine with an NVIDIA GPU, e.g. through the
-# workplace's device tool with .whl carried): gpu-marked tests, then keras-seq vs Keras's
+# The GPU check in one command, inside 8 minutes (run it on a machine with an NVIDIA GPU,
+# e.g. through the workplace's device tool with .whl carried): environment, whether the cuDNN
+# call is in the compiled step, gpu-marked tests with durations, then keras-seq vs Keras's
 # built-in LSTM/GRU in fp32 and mixed_float16, one table in $OUT/bench_gpu.md. No venv: it
 # uses that machine's python3 (PYTHON=...) and installs .whl/ (scripts/gpu_wheels.sh) if
-# Keras is missing there. BACKEND: jax (default), torch or tensorflow.
+# Keras is missing there. BACKEND: jax (default), torch or tensorflow. Dry run on a CPU:
+# PYTHON=.venv/bin/python BLOCK_TENSORFLOW=1 BENCH_GPU_ARGS="--device cpu --quick".
 BACKEND ?= jax
 .PHONY: bench-gpu
 bench-gpu:

@@ -5,7 +5,8 @@
 # ml-dtypes, numpy, packaging, rich and typing-extensions (/work/.library/device/KINDS.md).
 set -eu
 cd "$(dirname "$0")/.."
-PY="${PYTHON:-.venv/bin/python}"
+# This machine's .venv when there is one (pip download needs a network), else python3.
+if [ -x .venv/bin/python ]; then PY="${PYTHON:-.venv/bin/python}"; else PY="${PYTHON:-python3}"; fi
 "$PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \

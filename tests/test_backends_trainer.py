@@ -170,14 +170,64 @@ def test_jax_seq2seq_trains_resumes_and_evaluates(jax_runs):
     assert (run / "tensorboard" / "attention").is_dir()
 
 
-def test_torch_backend_trains_lm(tmp_path, corpus):
-    pytest.importorskip("torch", reason="the torch backend needs PyTorch (pip install torch), "
-                                        "not installed here")
-    run = tmp_path / "lm"
-    rcs, _, err = run_commands([["train", "lm", "--backend", "torch", "--data", corpus,
-                                 *LM_TINY, "--run-dir", str(run), "--epochs", "1"]])
-    assert rcs == [0], err[-3000:]
-    assert read_json(run / "metrics.json")["backend"] == "torch"
+@pytest.fixture(scope="module")
+def torch_runs(tmp_path_factory, corpus):
+    """As ``jax_runs``, with ``--backend torch``: LM 2 epochs straight and 1 + ``--resume``
+    to 2; seq2seq 1 + ``--resume`` to 2 (one subprocess)."""
+    pytest.importorskip("torch", reason="the torch backend needs PyTorch (pip install "
+                                        "torch==2.13.0, a CPU wheel), not installed here")
+    root = tmp_path_factory.mktemp("torch")
+    lm = ["train", "lm", "--backend", "torch", "--data", corpus, *LM_TINY]
+    s2s = ["train", "seq2seq", "--backend", "torch", *S2S_TINY]
+    commands = [
+        [*lm, "--run-dir", str(root / "lm"), "--epochs", "2"],
+        [*lm, "--run-dir", str(root / "lm_resumed"), "--epochs", "1"],
+        [*lm, "--run-dir", str(root / "lm_resumed"), "--epochs", "2", "--resume"],
+        [*s2s, "--run-dir", str(root / "s2s"), "--epochs", "1"],
+        [*s2s, "--run-dir", str(root / "s2s"), "--epochs", "2", "--resume"],
+    ]
+    rcs, out, err = run_commands(commands)
+    assert rcs == [0] * len(commands), err[-3000:]
+    return root, out
+
+
+def test_torch_lm_trains_and_resumes(torch_runs):
+    root, out = torch_runs
+    metrics = read_json(root / "lm" / "metrics.json")
+    assert (metrics["backend"], metrics["epochs_done"]) == ("torch", 2)
+    assert np.isfinite(metrics["val"]["ppl"]) and metrics["tokens_per_sec"] > 0
+    straight, resumed = (root / "lm" / "metrics.csv"), (root / "lm_resumed" / "metrics.csv")
+    assert [r["epoch"] for r in csv_rows(straight)] == ["0", "1"]
+    assert [r["epoch"] for r in csv_rows(resumed)] == ["0", "1"]  # appended on resume
+    assert csv_rows(straight)[0] == csv_rows(resumed)[0]  # same seed, same first epoch
+    assert read_json(root / "lm_resumed" / "metrics.json")["epochs_done"] == 2
+    assert "backend      torch" in out
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "torch: Keras's torch dropout draws from torch's global RNG when its SeedGenerator was "
+    "made with seed=None (keras/src/backend/torch/random.py dropout), which a run's saved "
+    "seed states do not cover, so the resumed epoch draws other masks"))
+def test_torch_lm_resume_is_exact(torch_runs):
+    root, _ = torch_runs
+    straight, resumed = (root / "lm" / "metrics.csv"), (root / "lm_resumed" / "metrics.csv")
+    assert csv_rows(straight) == csv_rows(resumed)  # dropout and row-reset RNGs restored
+    import keras_seq.models  # noqa: F401  (registers the model classes)
+
+    a = keras.saving.load_model(root / "lm" / "checkpoints" / "last.keras")
+    b = keras.saving.load_model(root / "lm_resumed" / "checkpoints" / "last.keras")
+    for wa, wb in zip(a.get_weights(), b.get_weights(), strict=True):
+        np.testing.assert_allclose(wa, wb, rtol=0, atol=1e-6)
+
+
+def test_torch_seq2seq_trains_resumes_and_evaluates(torch_runs):
+    root, _ = torch_runs
+    metrics = read_json(root / "s2s" / "metrics.json")
+    assert (metrics["backend"], metrics["epochs_done"]) == ("torch", 2)
+    assert metrics["test"]["n"] == 8 and 0 <= metrics["test"]["exact_match"] <= 1
+    rows = csv_rows(root / "s2s" / "metrics.csv")  # appended by the resumed session
+    assert [r["epoch"] for r in rows] == ["0", "1"]
+    assert (root / "s2s" / "checkpoints" / "last.keras").is_file()
 
 
 def test_without_tensorflow_training_goes_on_and_tf_features_say_so(tmp_path, corpus):
@@ -271,9 +321,8 @@ def test_missing_backend_package_names_what_to_install(tmp_path, monkeypatch, ca
                    "installed: pip install jax (or choose another --backend)")
 
 
-def test_missing_torch_is_said_in_one_line(tmp_path, capsys):
-    if backend_mod.installed("torch"):
-        pytest.skip("torch is installed here")
+def test_missing_torch_is_said_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(backend_mod, "installed", lambda name: name != "torch")
     assert main(["train", "lm", "--backend", "torch", "--run-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("keras-seq: error: the torch backend needs") and \

@@ -139,7 +139,9 @@ def grads(fn, variables):
 
 
 def numpy(x):
-    return np.asarray(ops.convert_to_numpy(x), dtype="float32")
+    # stop_gradient: PyTorch refuses numpy() of a tensor that requires grad.
+    return np.asarray(ops.convert_to_numpy(ops.stop_gradient(ops.convert_to_tensor(x))),
+                      dtype="float32")
 
 
 def close(a, b, what, atol=ATOL, rtol=RTOL):
@@ -185,8 +187,9 @@ def test_fused_matches_loop_outputs_states_and_gradients(kind):
     for i, (a, b) in enumerate(zip(out_f[1:], out_l[1:])):
         close(a, b, f"final state {i}")
 
-    w_seq = rng.standard_normal((B, T, U)).astype("float32")
-    w_state = rng.standard_normal((B, U)).astype("float32")
+    # As tensors: numpy * torch tensor would turn the tensor into an array.
+    w_seq = ops.convert_to_tensor(rng.standard_normal((B, T, U)).astype("float32"))
+    w_state = ops.convert_to_tensor(rng.standard_normal((B, U)).astype("float32"))
 
     def loss_of(layer):
         def fn():
@@ -259,7 +262,7 @@ def test_bidirectional(kind):
     close(fused(x), loop(x), "outputs")
     assert fused.forward_layer.last_path == kernel_path(kind)
     assert fused.backward_layer.last_path == kernel_path(kind)
-    w = rng.standard_normal((B, T, 2 * U)).astype("float32")
+    w = ops.convert_to_tensor(rng.standard_normal((B, T, 2 * U)).astype("float32"))
     g_f = grads(lambda: ops.sum(fused(x) * w), fused.trainable_variables)
     g_l = grads(lambda: ops.sum(loop(x) * w), loop.trainable_variables)
     for v, a, b in zip(fused.trainable_variables, g_f, g_l):
