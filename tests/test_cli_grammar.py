@@ -135,3 +135,21 @@ def test_every_command_runs_a_run_handler():
         if func is None or func.__name__ == "<lambda>":  # a group: prints its help
             continue
         assert re.fullmatch(r"run_[a-z0-9_]+", func.__name__), (path, func.__name__)
+
+
+def test_every_train_and_eval_command_is_registered_the_same_way():
+    """One registration path (``add_train_command``/``add_eval_command``): every ``train``
+    command takes the same run flags, every ``eval`` command the same ones."""
+    commands = dict(_commands(build_parser()))
+    trains = {path[1]: p for path, p in commands.items() if path[:1] == ("train",)
+              and len(path) == 2}
+    evals = {path[1]: p for path, p in commands.items() if path[:1] == ("eval",)
+             and len(path) == 2}
+    assert set(trains) == set(evals) == {"lm", "seq2seq", "classify", "tag", "conditioned"}
+    for kind, parser in trains.items():
+        flags = set(parser._option_string_actions)
+        assert {"--run-dir", "--resume", "--quiet", "--json", "--data"} <= flags, kind
+        assert parser.get_default("kind") == kind
+    for kind, parser in evals.items():
+        assert {"--run-dir", "--split", "--json"} <= set(parser._option_string_actions), kind
+        assert parser.get_default("kind") == kind

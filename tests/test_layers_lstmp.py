@@ -298,13 +298,10 @@ def test_lm_config_fields_flags_and_checks(capsys):
     help_text = capsys.readouterr().out
     assert "--proj-units" in help_text and "--cifg" in help_text and "lstmp" in help_text
 
-    import argparse
+    from keras_seq.cli import build_parser
 
-    from keras_seq.commands.lm import add_lm_config_args
-    parser = argparse.ArgumentParser()
-    add_lm_config_args(parser)
-    args = parser.parse_args(["--cell", "lstmp", "--units", "16", "--proj-units", "4",
-                              "--cifg"])
+    args = build_parser().parse_args(["train", "lm", "--run-dir", "unused", "--cell", "lstmp",
+                                      "--units", "16", "--proj-units", "4", "--cifg"])
     config = config_from_args(args).validate()
     assert (config.cell, config.proj_units, config.cifg) == ("lstmp", 4, True)
     assert LMConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config

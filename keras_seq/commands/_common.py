@@ -13,7 +13,9 @@ import math
 import sys
 from pathlib import Path
 
-from keras_seq.data.corpus import DEFAULT_SPLIT, EMBEDDED, REGISTRY
+from keras_seq.atomic import json_safe
+from keras_seq.data.corpus import EMBEDDED, REGISTRY
+from keras_seq.data.splits import DEFAULT_SPLIT, SPLITS
 from keras_seq.ranges import (  # noqa: F401  (re-exported: the commands import them here)
     AT_LEAST_1,
     FRACTION,
@@ -159,6 +161,53 @@ def group_parser(subparsers, name: str, help_text: str):
         groups[name] = parser.add_subparsers(dest=f"{name}_command", metavar="MODEL")
         parser.set_defaults(func=lambda args: parser.print_help() or 2)
     return groups[name]
+
+
+
+def add_train_command(subparsers, kind: str, help_text: str, config_cls, func,
+                      presets: dict | None = None, **defaults) -> argparse.ArgumentParser:
+    """``keras-seq train KIND``: the flags every trainer shares (``--run-dir``,
+    ``--resume``, ``--quiet``, ``--json``), then one flag per field of ``config_cls``
+    (:func:`add_config_args`). The one way every ``train`` command is registered."""
+    train = group_parser(subparsers, "train", "train a model into a run directory")
+    p = train.add_parser(kind, help=help_text)
+    p.add_argument("--run-dir", required=True, help="where config, checkpoints and logs go")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    p.add_argument("--quiet", action="store_true", help="one line per epoch")
+    add_json_arg(p)
+    add_config_args(p, config_cls, presets=presets)
+    p.set_defaults(func=func, kind=kind, **defaults)
+    return p
+
+
+def train_printer(args):
+    """Where a trainer's progress goes: stdout, or stderr under ``--json`` (whose stdout
+    is the results' JSON alone)."""
+    if getattr(args, "json", False):
+        return lambda *a, **k: print(*a, file=sys.stderr, **k)
+    return print
+
+
+def print_train_results(args, results: dict, format_results) -> None:
+    """A trainer's final results: JSON under ``--json`` (NaN as null), else
+    ``format_results(results)``."""
+    if getattr(args, "json", False):
+        print_json(json_safe(results))
+    else:
+        print(format_results(results))
+
+
+def add_eval_command(subparsers, kind: str, help_text: str, func,
+                     split: str = "test") -> argparse.ArgumentParser:
+    """``keras-seq eval KIND``: ``--run-dir``, ``--split`` (default ``split``) and
+    ``--json``. The one way every ``eval`` command is registered."""
+    evaluate = group_parser(subparsers, "eval", "evaluate a trained model")
+    p = evaluate.add_parser(kind, help=help_text)
+    p.add_argument("--run-dir", required=True, help="the run to evaluate")
+    p.add_argument("--split", default=split, choices=SPLITS, help="split scored")
+    add_json_arg(p)
+    p.set_defaults(func=func, kind=kind)
+    return p
 
 
 #: the TrainConfig fields listed under "backend" in ``--help``

@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from keras_seq.commands._common import (
-    add_config_args,
+    add_eval_command,
     add_json_arg,
+    add_train_command,
     check_run_arg,
     check_tokenizer_options,
     check_train_dir,
     config_overrides,
-    group_parser,
     print_json,
+    print_train_results,
+    train_printer,
     use_backend,
 )
 from keras_seq.tasks.lm.config import PRESETS, LMConfig, preset
-
-
-def add_lm_config_args(parser: argparse.ArgumentParser) -> None:
-    """Every LMConfig field as a --flag, made from the config (default None: the preset's,
-    else LMConfig's; ``--help`` shows both)."""
-    add_config_args(parser, LMConfig, presets=PRESETS)
 
 
 def config_from_args(args) -> LMConfig:
@@ -31,25 +26,13 @@ def config_from_args(args) -> LMConfig:
 
 
 def register(subparsers) -> None:
-    train = group_parser(subparsers, "train", "train a model into a run directory")
-    p = train.add_parser("lm", help="recurrent language model with stateful truncated BPTT")
-    p.add_argument("--run-dir", required=True, help="where config, checkpoints and logs go")
+    p = add_train_command(subparsers, "lm", "recurrent language model with stateful "
+                          "truncated BPTT", LMConfig, run_train, presets=PRESETS)
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="start from a TensorFlow PTB tutorial configuration (flags override "
                         "it; default: none, LMConfig's values)")
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
-    p.add_argument("--quiet", action="store_true", help="one line per epoch")
-    add_lm_config_args(p)
-    p.set_defaults(func=run_train)
-
-    evaluate = group_parser(subparsers, "eval", "evaluate a trained model")
-    p = evaluate.add_parser("lm", help="cross-entropy and perplexity, state carried over "
-                                       "the whole split")
-    p.add_argument("--run-dir", required=True, help="the run to evaluate (its last checkpoint)")
-    p.add_argument("--split", default="val", choices=("train", "val", "test"),
-                   help="split of the run's corpus scored")
-    add_json_arg(p)
-    p.set_defaults(func=run_eval)
+    add_eval_command(subparsers, "lm", "cross-entropy and perplexity, state carried over the "
+                     "whole split", run_eval, split="val")
 
     p = subparsers.add_parser("generate", help="sample text from a trained language model "
                                                "(lm or conditioned run)")
@@ -101,8 +84,8 @@ def run_train(args) -> int:
 
     config = config_from_args(args)
     results = train_lm(config, args.run_dir, resume=args.resume,
-                       verbose=2 if args.quiet else 1)
-    print(format_results(results))
+                       verbose=2 if args.quiet else 1, printer=train_printer(args))
+    print_train_results(args, results, format_results)
     return 0
 
 

@@ -3,31 +3,23 @@ string → string SavedModel; ``keras-seq export`` belongs to the LM exporter)."
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from keras_seq.commands._common import (
-    add_config_args,
-    add_json_arg,
+    add_eval_command,
+    add_train_command,
     check_run_arg,
     check_task_name,
     check_tokenizer_options,
     check_train_dir,
     config_overrides,
-    group_parser,
     print_json,
     print_table,
+    print_train_results,
+    train_printer,
     use_backend,
 )
 from keras_seq.tasks.seq2seq.config import Seq2SeqConfig
-
-
-def add_seq2seq_config_args(parser: argparse.ArgumentParser) -> None:
-    """Every Seq2SeqConfig field as a --flag, made from the config (default None: take
-    Seq2SeqConfig's); ``--unidirectional`` is the older name of ``--no-bidirectional``."""
-    add_config_args(parser, Seq2SeqConfig)
-    parser.add_argument("--unidirectional", dest="bidirectional", action="store_false",
-                        default=None, help="same as --no-bidirectional")
 
 
 def config_from_args(args):
@@ -36,29 +28,20 @@ def config_from_args(args):
 
 
 def register(subparsers) -> None:
-    train = group_parser(subparsers, "train", "train a model into a run directory")
-    p = train.add_parser("seq2seq", help="encoder–decoder with or without Bahdanau attention")
-    p.add_argument("--run-dir", required=True, help="where config, checkpoints and logs go")
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
-    p.add_argument("--quiet", action="store_true", help="one line per epoch")
-    add_json_arg(p)
-    add_seq2seq_config_args(p)
-    p.set_defaults(func=run_train, data_is_corpus=False)  # --data names a task: check_args
+    p = add_train_command(subparsers, "seq2seq", "encoder–decoder with or without Bahdanau "
+                          "attention", Seq2SeqConfig, run_train,
+                          data_is_corpus=False)  # --data names a task: check_args
+    p.add_argument("--unidirectional", dest="bidirectional", action="store_false",
+                   default=None, help="same as --no-bidirectional (the older name)")
 
-    evaluate = group_parser(subparsers, "eval", "evaluate a trained model")
-    p = evaluate.add_parser("seq2seq", help="exact match, token accuracy and BLEU, overall "
-                                            "and per source-length bucket")
-    p.add_argument("--run-dir", required=True, help="the run to evaluate")
-    p.add_argument("--split", default="test", choices=("train", "val", "test"),
-                   help="split scored")
+    p = add_eval_command(subparsers, "seq2seq", "exact match, token accuracy and BLEU, overall "
+                         "and per source-length bucket", run_eval)
     p.add_argument("--beam", type=int, default=1, help="beam width (1 = greedy)")
     p.add_argument("--length-penalty", type=float, default=1.0,
                    help="α in log p / len^α for beam search")
     p.add_argument("--limit", type=int, default=None, help="score only the first N pairs")
     p.add_argument("--plot", default=None, metavar="DIR",
                    help="write attention_heatmap.png and length_curve.png here")
-    add_json_arg(p)
-    p.set_defaults(func=run_eval)
 
     p = subparsers.add_parser("translate", help="decode text with a trained seq2seq model")
     p.add_argument("--run-dir", required=True, help="the seq2seq run that translates")
@@ -93,15 +76,9 @@ def run_train(args) -> int:
     from keras_seq.tasks.seq2seq.task import format_results, train_seq2seq
 
     config = config_from_args(args)
-    printer = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     results = train_seq2seq(config, args.run_dir, resume=args.resume,
-                            verbose=2 if args.quiet else 1, printer=printer)
-    if args.json:
-        from keras_seq.atomic import json_safe
-
-        print_json(json_safe(results))
-    else:
-        print(format_results(results))
+                            verbose=2 if args.quiet else 1, printer=train_printer(args))
+    print_train_results(args, results, format_results)
     return 0
 
 

@@ -10,17 +10,20 @@ from __future__ import annotations
 import importlib
 import sys
 
+from keras_seq.atomic import json_safe
 from keras_seq.commands._common import (
-    add_config_args,
+    add_eval_command,
     add_json_arg,
+    add_train_command,
     check_run_arg,
     check_task_name,
     check_tokenizer_options,
     check_train_dir,
     config_overrides,
-    group_parser,
     print_json,
     print_table,
+    print_train_results,
+    train_printer,
     use_backend,
 )
 from keras_seq.tasks.classify.config import ClassifyConfig
@@ -48,23 +51,10 @@ def _module(kind: str):
 
 
 def register(subparsers) -> None:
-    train = group_parser(subparsers, "train", "train a model into a run directory")
-    evaluate = group_parser(subparsers, "eval", "evaluate a trained model")
     for kind, (config_cls, _, train_help, eval_help) in TASKS.items():
-        p = train.add_parser(kind, help=train_help)
-        p.add_argument("--run-dir", required=True, help="where config, checkpoints and logs go")
-        p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
-        p.add_argument("--quiet", action="store_true", help="one line per epoch")
-        add_json_arg(p)
-        add_config_args(p, config_cls)
-        p.set_defaults(func=run_train, kind=kind, data_is_corpus=False)  # checked by check_config
-
-        p = evaluate.add_parser(kind, help=eval_help)
-        p.add_argument("--run-dir", required=True, help="the run to evaluate")
-        p.add_argument("--split", default="test", choices=("train", "val", "test"),
-                       help="split scored")
-        add_json_arg(p)
-        p.set_defaults(func=run_eval, kind=kind)
+        add_train_command(subparsers, kind, train_help, config_cls, run_train,
+                          data_is_corpus=False)  # checked by check_config
+        add_eval_command(subparsers, kind, eval_help, run_eval)
 
     p = subparsers.add_parser("predict", help="labels (classify runs) or tags (tag runs) of "
                                               "texts given as arguments or one per stdin line")
@@ -105,27 +95,17 @@ def run_train(args) -> int:
     config = config_cls.from_dict(config_overrides(args, config_cls, config_cls().to_dict()))
     config.validate()
     task = _module(args.kind).TASK
-    printer = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     results = train(task, config, args.run_dir, resume=args.resume,
-                    verbose=2 if args.quiet else 1, printer=printer)
-    if args.json:
-        print_json(_public(results))
-    else:
-        print(format_results(results, task))
+                    verbose=2 if args.quiet else 1, printer=train_printer(args))
+    print_train_results(args, results, lambda r: format_results(r, task))
     return 0
-
-
-def _public(result: dict) -> dict:
-    from keras_seq.atomic import json_safe
-
-    return json_safe(result)
 
 
 def run_eval(args) -> int:
     check_run_arg(args.run_dir, args.kind)
     result = _module(args.kind).evaluate_run(args.run_dir, args.split)
     if args.json:
-        print_json(_public(result))
+        print_json(json_safe(result))
         return 0
     if args.kind == "conditioned":
         print(f"{args.split}: PPL {result['ppl']:.2f} ({result['nats']:.4f} nats) over "
