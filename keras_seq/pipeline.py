@@ -35,10 +35,11 @@ import numpy as np
 from keras_seq.errors import KerasSeqError
 
 DEMO_DATA = "tinyshakespeare"
-# The recipe that beats the best n-gram within the budget (README "The main job"): a tied
-# one-layer LSTM with the AWD regularisers. 384 units: at 256 the int8 step model is only
-# ~2.2× faster than float32 (both are dominated by the 256 × 6,476 output layer; fp32 is
-# not yet memory-bound); at 384 fp32 reads 14 MB per token and int8 pulls ahead.
+# The recipe that beats the best n-gram within the budget (docs/export-and-on-device.md, "The
+# main job"): a tied one-layer LSTM with the AWD regularisers. 384 units: at 256 the int8
+# step model is only ~2.2× faster than float32 (both are dominated by the 256 × 6,476
+# output layer; fp32 is not yet memory-bound); at 384 fp32 reads 14 MB per token and int8
+# pulls ahead.
 # state_reset_prob keeps the zero state (where evaluation and the demo start) in training:
 # without it, epoch-1 validation can collapse.
 LSTM_DEFAULTS = dict(tokenizer="word", min_count=2, cell="lstm", embed_dim=384, units=384,

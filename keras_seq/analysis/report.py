@@ -16,7 +16,7 @@ section         claim (seed)
 Each section records the claim (paraphrased), the command that measures it, the
 measured table and plot, a verdict (agrees / partly / disagrees, with the rule
 that decided it) and its wall time. Sizes come from a preset: ``full`` (what the
-README quotes), ``quick`` (about ten CPU minutes) and ``tiny`` (seconds; tests).
+docs/textbook.md quotes), ``quick`` (about ten CPU minutes) and ``tiny`` (seconds; tests).
 Every run is seeded; the header records versions and the machine.
 """
 
@@ -38,7 +38,7 @@ from keras_seq.errors import KerasSeqError
 SECTIONS = ("gradients", "clipping", "memory", "speed", "tbptt", "sparsity")
 
 PRESETS: dict[str, dict] = {
-    # The run the README quotes.
+    # The run docs/textbook.md quotes.
     "full": {
         "gradients": dict(seq_len=80, batch=64, units=128, embed_dim=64, train_steps=300),
         "clipping": [dict(scale=1.5, lr=2.0, clip_norm=1.0, steps=300),

@@ -47,7 +47,7 @@ def register(subparsers) -> None:
                    help="comma-separated seeds, one run each")
     p.add_argument("--minutes", type=float, default=3.0, help="training budget per run")
     p.add_argument("--epochs", type=int, default=30, help="epochs per run")
-    p.add_argument("--task", default="restore-punct",
+    p.add_argument("--data", default="restore-punct",
                    help="the tagging data (restore-punct[:CORPUS], conll:PATH, conllu:PATH)")
     add_json_arg(p)
     p.set_defaults(func=run_tag)
@@ -59,7 +59,7 @@ def register(subparsers) -> None:
                    help="comma-separated seeds, one run each")
     p.add_argument("--minutes", type=float, default=None, help="optional cap per run")
     p.add_argument("--epochs", type=int, default=8, help="epochs per run (equal for both)")
-    p.add_argument("--task", default="python-docs-topics",
+    p.add_argument("--data", default="python-docs-topics",
                    help="python-docs-topics | shapes | tsv:PATH")
     p.add_argument("--grouping", default="groups", choices=("topics", "groups"),
                    help="python-docs-topics: 30 topics or 10 groups")
@@ -85,7 +85,7 @@ def run_tag(args) -> int:
     from keras_seq.benchmarks.task_shapes import bench_tag, format_tag
 
     out = bench_tag(args.out, units_bi=args.units, seeds=_ints(args.seeds),
-                    minutes=args.minutes, epochs=args.epochs, data=args.task)
+                    minutes=args.minutes, epochs=args.epochs, data=args.data)
     print_json(out) if args.json else print(format_tag(out))
     return 0
 
@@ -94,7 +94,7 @@ def run_conditioned(args) -> int:
     from keras_seq.benchmarks.task_shapes import bench_conditioned, format_conditioned
 
     out = bench_conditioned(args.out, seeds=_ints(args.seeds), minutes=args.minutes,
-                            epochs=args.epochs, data=args.task, grouping=args.grouping,
+                            epochs=args.epochs, data=args.data, grouping=args.grouping,
                             mode=args.mode)
     print_json(out) if args.json else print(format_conditioned(out))
     return 0

@@ -13,6 +13,7 @@ from keras_seq.commands._common import (
     print_json,
     print_table,
 )
+from keras_seq.data.splits import SPLITS
 
 
 def register(subparsers) -> None:
@@ -34,7 +35,7 @@ def register(subparsers) -> None:
     add_data_args(tokenize)
     add_tokenizer_args(tokenize)
     tokenize.add_argument("--split", default="train",
-                          choices=("train", "val", "test"), help="which split to write")
+                          choices=SPLITS, help="which split to write")
     tokenize.add_argument("--out", default=None, metavar="FILE",
                           help="output file (default stdout)")
     tokenize.add_argument("--keep-oov", action="store_true",

@@ -17,6 +17,7 @@ from keras_seq.commands._common import (
     train_printer,
     use_backend,
 )
+from keras_seq.data.splits import SPLITS
 from keras_seq.tasks.lm.config import PRESETS, LMConfig, preset
 
 
@@ -59,7 +60,7 @@ def register(subparsers) -> None:
                    help="lm runs to score (same corpus and tokenizer)")
     p.add_argument("--ngram", default=None, metavar="MODEL.arpa",
                    help="also score this n-gram model on the first run's data")
-    p.add_argument("--split", default="val", choices=("val", "test"), help="split scored")
+    p.add_argument("--split", default="val", choices=SPLITS[1:], help="split scored")
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="also draw each run's train/val perplexity per epoch")
     add_json_arg(p)

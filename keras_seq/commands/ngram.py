@@ -11,6 +11,7 @@ import sys
 import time
 
 from keras_seq.commands._common import add_data_args, check_tokenizer_options
+from keras_seq.data.splits import SPLITS
 
 
 def register(subparsers) -> None:
@@ -46,7 +47,7 @@ def register(subparsers) -> None:
     p = sub.add_parser("eval", help="perplexity of an ARPA model on a split")
     p.add_argument("--model", required=True, help="the ARPA model file")
     data_args(p)
-    p.add_argument("--split", default="val", choices=("train", "val", "test"), help="split scored")
+    p.add_argument("--split", default="val", choices=SPLITS, help="split scored")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(func=run_eval)
 
@@ -55,7 +56,7 @@ def register(subparsers) -> None:
     vocab_args(p)
     p.add_argument("--max-order", type=int, default=5, help="largest n-gram order measured")
     p.add_argument("--k", type=float, default=1.0, help="pseudo-count of add-k")
-    p.add_argument("--split", default="val", choices=("val", "test"), help="split scored")
+    p.add_argument("--split", default="val", choices=SPLITS[1:], help="split scored")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--plot", default=None, help="save a PNG here")
     p.set_defaults(func=run_sparsity)

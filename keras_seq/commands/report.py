@@ -11,7 +11,7 @@ def register(subparsers) -> None:
         help="measure the seed chapters' claims (gradients, memory, speed, TBPTT, sparsity) "
         "into DIR/report.md with plots",
         description="One section per claim: the claim, the command, the measured table and "
-        "plot, and a verdict. Without --quick this is the full run the README quotes (hours "
+        "plot, and a verdict. Without --quick this is the full run docs/textbook.md quotes (hours "
         "on a CPU); --quick takes about ten CPU minutes.",
     )
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")

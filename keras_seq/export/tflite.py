@@ -304,7 +304,7 @@ def export_ids(config, tokenizer, calib_tokens: int = 200, parity_tokens: int = 
     end of training when there is none) capped at ``val_tokens``; ``logit_ids`` its first
     ``parity_tokens``. Each starts with the end-of-line token, as a stream does.
     """
-    from keras_seq.tasks.lm.evaluation import corpus_for
+    from keras_seq.tasks.lm.data import corpus_for
 
     corpus = corpus_for(config)
     train_ids = tokenizer.encode(corpus.text("train")[:200_000])

@@ -175,8 +175,9 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
         else:
             # Keras's Dense default (Glorot) scales by fan_in + fan_out: with a vocabulary
             # in the thousands the logits barely depend on h at first, and two-layer models
-            # sit on the unigram plateau (a two-layer GRU for 10 epochs; README "Why the
-            # two-layer GRU stalled"). U(±0.1), the AWD-LSTM decoder's init, lets them learn.
+            # sit on the unigram plateau (a two-layer GRU for 10 epochs; docs/language-models.md,
+            # "Why the two-layer GRU stalled"). U(±0.1), the AWD-LSTM decoder's init, lets
+            # them learn.
             out_init = ({"kernel_initializer": init()["kernel_initializer"],
                          "bias_initializer": init()["bias_initializer"]} if init() else
                         {"kernel_initializer": keras.initializers.RandomUniform(-0.1, 0.1)})

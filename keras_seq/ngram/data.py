@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from keras_seq.data.corpus import load_corpus
+from keras_seq.data.splits import DEFAULT_SPLIT
 from keras_seq.data.tokenizers import make_tokenizer
 from keras_seq.errors import DataError
 
@@ -50,7 +51,8 @@ class TokenizedCorpus:
 
 
 def load_tokenized(data: str, *, tokenizer: str = "word", max_vocab: int | None = None,
-                   min_count: int = 1, split: str = "90/5/5", data_dir=None) -> TokenizedCorpus:
+                   min_count: int = 1, split: str = DEFAULT_SPLIT,
+                   data_dir=None) -> TokenizedCorpus:
     """Load ``data`` (path, directory or registry name) and tokenize its training split."""
     corpus = load_corpus(data, data_dir=data_dir, split=split)
     if tokenizer != "word":

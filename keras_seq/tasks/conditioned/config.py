@@ -20,7 +20,7 @@ class ConditionedConfig(TrainConfig):
                        "(condition<TAB>text lines)")
     grouping: str = option("topics", "python-docs-topics: 30 topics or 10 groups of them as "
                            "the conditions", choices=("topics", "groups"))
-    # data.TOPIC_SPLIT (80/10/10), not the shared 90/5/5: the README's measured
+    # data.TOPIC_SPLIT (80/10/10), not the shared 90/5/5: the measured
     # python-docs-topics results use it
     split_ratio: str = option("80/10/10", "python-docs-topics, tsv: train/val/test shares of "
                               "each topic's (condition's) items, cut in order",

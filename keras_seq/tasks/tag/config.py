@@ -21,7 +21,7 @@ class TagConfig(TrainConfig):
     data_dir: str | None = option(None, "folder searched for registry files before "
                                   "downloading", metavar="DIR",
                                   default_help="$KERAS_SEQ_DATA_DIR")
-    # 80/10/10, not the shared 90/5/5: the README's measured restore-punct results use it
+    # 80/10/10, not the shared 90/5/5: docs/task-shapes.md's restore-punct results use it
     split_ratio: str = option("80/10/10", "train/val/test shares of the sentences",
                               metavar="TRAIN/VAL[/TEST]")
     max_sentences: int | None = option(None, "read at most this many sentences",
