@@ -39,8 +39,21 @@ def live(tmp_path_factory):
 
 def test_quick_server_campaign(live, tmp_path):
     rows = server_area.run("quick", tmp_path, print, server=live)
-    assert len(rows) == 6
+    assert len(rows) == 7
     _check(rows)
+
+
+def test_the_range_scenario_covers_every_numeric_request_field():
+    """Each numeric input of next_tokens/generate in the server's declared table gets a
+    case past its range and a bound, so a field added to the table without a case fails."""
+    from keras_seq.serving.codec import Limits, request_fields
+
+    numeric = {name for name, field in request_fields(Limits()).items()
+               if field.dtype != "string" and name not in ("token", "tokens")}  # step: unit tests
+    cases = server_area.range_cases()
+    past = {field for _, _, field in cases if field is not None}
+    bounds = {key for _, body, field in cases if field is None for key in body["inputs"]}
+    assert numeric <= past and numeric <= bounds
 
 
 def test_quick_soak(live, tmp_path):

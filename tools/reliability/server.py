@@ -380,12 +380,12 @@ def hostile_cases(token: str = TOKEN) -> list[Hostile]:
                                                      "temperature": 1.0, "top_k": 1,
                                                      "seed": 1}})))
     add("k = -1", P(json.dumps({"signature_name": "next_tokens",
-                                "inputs": {"text": ["the"], "k": -1}})), "not 5xx")
+                                "inputs": {"text": ["the"], "k": -1}})))
     for top_k in (-(2**31), 2**31 - 1):
         add(f"top_k = {top_k}", P(json.dumps({
             "signature_name": "generate", "inputs": {"prompt": ["a"], "max_tokens": 3,
                                                      "temperature": 1.0, "top_k": top_k,
-                                                     "seed": 2**31 - 1}})), "not 5xx")
+                                                     "seed": 2**31 - 1}})))
     add("k as a string", P('{"signature_name": "next_tokens", "inputs": {"text": ["a"], '
                            '"k": "3"}}'))
     add("k as a list", P('{"signature_name": "next_tokens", "inputs": {"text": ["a"], '
@@ -533,6 +533,47 @@ def _generated(server: ServerProcess, n: int, printer) -> Row:
     return _after(server, Row("generated requests (schemathesis: valid and schema-violating "
                               "cases of every OpenAPI operation)", done, len(bad),
                               notes=f"statuses {_counts(statuses)}" + _first(bad)))
+
+
+def range_cases(max_k: int = 1000, max_tokens: int = 32) -> list[tuple[str, dict, str | None]]:
+    """``(name, body, field)``: a request with one value past its declared range (``field``
+    must be named in the 400's error) or at a bound (``field`` None: a 200), for every
+    numeric input of next_tokens and generate (``keras_seq.serving.codec.request_fields``)."""
+    def nt(k):
+        return {"signature_name": "next_tokens", "inputs": {"text": ["the"], "k": k}}
+
+    def gen(**over):
+        inputs = {"prompt": ["a"], "max_tokens": 3, "temperature": 1.0, "top_k": 1, "seed": 1}
+        return {"signature_name": "generate", "inputs": {**inputs, **over}}
+
+    cases = [(f"k = {k}", nt(k), "k") for k in (0, -1, max_k + 1)]
+    cases += [(f"k = {k!r}", nt(k), "k") for k in ("3", None, True, 2.5)]
+    cases += [(f"max_tokens = {n}", gen(max_tokens=n), "max_tokens") for n in (0, max_tokens + 1)]
+    cases += [(f"temperature = {t!r}", gen(temperature=t), "temperature")
+              for t in (-1.0, 1e7, "hot")]
+    cases += [(f"top_k = {t}", gen(top_k=t), "top_k") for t in (-1, max_k + 1)]
+    cases += [(f"seed = {n}", gen(seed=n), "seed") for n in (-1, 2**31)]
+    cases += [("bound: k = 1", nt(1), None), (f"bound: k = {max_k}", nt(max_k), None),
+              ("bound: max_tokens = 1", gen(max_tokens=1), None),
+              (f"bound: max_tokens = {max_tokens}", gen(max_tokens=max_tokens), None),
+              ("bound: temperature = 0", gen(temperature=0.0), None),
+              ("bound: top_k = 0 (whole vocabulary)", gen(top_k=0), None),
+              ("bound: seed = 2**31 - 1", gen(seed=2**31 - 1), None)]
+    return cases
+
+
+def _ranges(server: ServerProcess, printer) -> Row:
+    cases, bad = range_cases(), []
+    for name, body, field in cases:
+        status, answer = _call(server.port, "POST", PREDICT, body, server.headers())
+        error = (answer or {}).get("error", "") if isinstance(answer, dict) else ""
+        if field is None and status != 200:
+            bad.append(f"{name}: {status} {error[:80]}")
+        elif field is not None and (status != 400 or f"'{field}'" not in error):
+            bad.append(f"{name}: {status} {error[:80]!r} (expected a 400 naming {field!r})")
+    printer(f"  ranges: {len(cases)} requests, {len(bad)} wrong")
+    return _after(server, Row("every request field past its declared range → 400 naming it; "
+                              "each bound → 200", len(cases), len(bad), notes=_first(bad)))
 
 
 def _hostile(server: ServerProcess, rounds: int, printer) -> Row:
@@ -1040,6 +1081,7 @@ def run(scale: str, workdir, printer=print, server: ServerProcess | None = None)
         scenarios = [
             lambda: _generated(server, s["generated"], printer),
             lambda: _hostile(server, s["hostile_rounds"], printer),
+            lambda: _ranges(server, printer),
             lambda: _slow_clients(server, s["slow"], s["slow_s"], s["read_timeout"],
                                   s["served_within_s"], printer),
             lambda: _flood(server, s["flood"], s["max_connections"], s["served_within_s"],
