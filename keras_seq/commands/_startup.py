@@ -65,7 +65,12 @@ class _QuietImport(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name != "tensorflow":
             return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec = None
+        for finder in sys.meta_path:  # as the finders after this one would (a blocker too)
+            if finder is not self and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
         if spec is not None and spec.loader is not None:
             spec.loader = _QuietLoader(spec.loader, self)
         return spec
