@@ -1,7 +1,7 @@
 """`.keras` files and training across Keras backends (each backend in its own process).
 
-Every installed backend other than TensorFlow is tried (JAX is a test dependency; PyTorch
-is optional: its wheels are several GB with CUDA, so it runs where it is installed).
+Every installed backend is tried (JAX and PyTorch's CPU wheel are test dependencies; a
+backend that is not installed is left out). The workers of a test run side by side.
 """
 
 from __future__ import annotations
@@ -21,12 +21,18 @@ BACKENDS = [b for b in ("tensorflow", "jax", "torch")
             if importlib.util.find_spec(b if b != "tensorflow" else "tensorflow")]
 
 
-def run(backend, *args):
+def start(backend, *args) -> subprocess.Popen:
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3",
            "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run([sys.executable, str(WORKER), *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    return subprocess.Popen([sys.executable, str(WORKER), *map(str, args)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_all(workers: list[subprocess.Popen]) -> None:
+    """Wait for workers run side by side; each must exit 0."""
+    for worker in workers:
+        _, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err[-3000:]
 
 
 def test_keras_files_load_under_every_backend(tmp_path):
@@ -35,14 +41,22 @@ def test_keras_files_load_under_every_backend(tmp_path):
         pytest.skip("only one Keras backend is installed")
     for writer in BACKENDS:
         (tmp_path / writer).mkdir()
-        run(writer, "save", tmp_path / writer)
+    wait_all([start(writer, "save", tmp_path / writer) for writer in BACKENDS])
+    readers = []
+    for reader in BACKENDS:  # one process per reader loads every other backend's files
+        pairs = []
+        for writer in BACKENDS:
+            if writer != reader:
+                out = tmp_path / f"{writer}-read-by-{reader}"
+                out.mkdir()
+                pairs += [tmp_path / writer, out]
+        readers.append(start(reader, "load", *pairs))
+    wait_all(readers)
     for writer in BACKENDS:
         for reader in BACKENDS:
             if reader == writer:
                 continue
             out = tmp_path / f"{writer}-read-by-{reader}"
-            out.mkdir()
-            run(reader, "load", tmp_path / writer, out)
             for expected in (tmp_path / writer).glob("*.npy"):
                 np.testing.assert_allclose(np.load(out / expected.name), np.load(expected),
                                            atol=1e-5, rtol=1e-5,
@@ -60,10 +74,10 @@ def test_stateful_tbptt_losses_equal_across_backends(tmp_path):
     model(np.zeros((2, 1), "int32"))
     np.savez(tmp_path / "w.npz", **{f"w{i}": w for i, w in enumerate(model.get_weights())})
     keras.backend.clear_session()
-    losses = {}
-    for backend in BACKENDS:
-        run(backend, "tbptt", tmp_path / "w.npz", tmp_path / f"{backend}.json")
-        losses[backend] = json.loads((tmp_path / f"{backend}.json").read_text())["losses"]
+    wait_all([start(backend, "tbptt", tmp_path / "w.npz", tmp_path / f"{backend}.json")
+              for backend in BACKENDS])
+    losses = {backend: json.loads((tmp_path / f"{backend}.json").read_text())["losses"]
+              for backend in BACKENDS}
     reference = losses["tensorflow"]
     assert len(reference) >= 3  # three or more TBPTT windows, the state carried across them
     assert reference[-1] < reference[0]  # it learns, so a dropped state would show

@@ -4,8 +4,8 @@ Commands (paths are files the parent test owns):
 
 - ``save DIR``: build a small model of each kind in ``KINDS``, save it to
   ``DIR/<kind>.keras`` and its outputs on fixed inputs to ``DIR/<kind>.npy``;
-- ``load DIR OUT``: load each ``DIR/<kind>.keras`` and write its outputs on the same
-  inputs to ``OUT/<kind>.npy``;
+- ``load DIR OUT [DIR OUT …]``: load each ``DIR/<kind>.keras`` and write its outputs on
+  the same inputs to ``OUT/<kind>.npy`` (several pairs: one process reads them all);
 - ``tbptt WEIGHTS OUT``: a stateful LSTM LM starts from ``WEIGHTS`` (.npz) and trains by
   truncated BPTT over a fixed token stream with SGD; the per-step losses go to ``OUT`` (.json).
 """
@@ -72,15 +72,18 @@ def main(argv):
     if command == "tbptt":
         tbptt(*argv[1:])
         return
-    folder = argv[1]
-    out = argv[2] if command == "load" else folder
-    for kind in KINDS:
-        if command == "save":
+    if command == "save":
+        folder = argv[1]
+        for kind in KINDS:
             model = build(kind)
             model.save(f"{folder}/{kind}.keras")
-        else:
+            np.save(f"{folder}/{kind}.npy", outputs(model, kind))
+        return
+    pairs = argv[1:]
+    for folder, out in zip(pairs[0::2], pairs[1::2]):
+        for kind in KINDS:
             model = keras.saving.load_model(f"{folder}/{kind}.keras")
-        np.save(f"{out}/{kind}.npy", outputs(model, kind))
+            np.save(f"{out}/{kind}.npy", outputs(model, kind))
 
 
 if __name__ == "__main__":
