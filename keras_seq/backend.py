@@ -28,6 +28,8 @@ import importlib.util
 import os
 import sys
 
+import numpy as np
+
 from keras_seq.errors import KerasSeqError
 
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -69,6 +71,7 @@ def imported_backend() -> str | None:
     """The backend of the Keras already imported in this process (``None``: not yet)."""
     if "keras" not in sys.modules:
         return None
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     return keras.backend.backend()
@@ -152,10 +155,12 @@ def compiled(model, fn, **tf_function_kwargs):
     The returned function takes numpy arrays (nested in tuples/lists/dicts) and returns
     ``fn``'s outputs as numpy arrays.
     """
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     backend = keras.backend.backend()
     if backend == "tensorflow":
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         graph_fn = tf.function(fn, reduce_retracing=True, **tf_function_kwargs)
@@ -165,6 +170,7 @@ def compiled(model, fn, **tf_function_kwargs):
 
     def eager(*args):
         if backend == "torch":
+            # lazy: loads PyTorch only when this runs
             import torch
 
             with torch.no_grad():
@@ -178,16 +184,16 @@ def compiled(model, fn, **tf_function_kwargs):
 
 def to_numpy(x):
     """A backend tensor (TensorFlow, JAX, torch) as a numpy array (``None`` stays)."""
-    import numpy as np
-
     if x is None or isinstance(x, np.ndarray):
         return x
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     return np.asarray(keras.ops.convert_to_numpy(x))
 
 
 def _jax_compiled(model, fn):
+    # lazy: loads JAX, Keras only when this runs
     import jax
     import keras
 

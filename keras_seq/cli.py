@@ -20,6 +20,7 @@ from keras_seq import __version__
 
 
 def _command_modules():
+    # lazy: keeps `keras-seq --help` fast
     import keras_seq.commands as commands
 
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
@@ -53,6 +54,7 @@ class Parser(argparse.ArgumentParser):
 
     def _check_value(self, action, value):
         if action.choices is not None and value not in action.choices:
+            # lazy: keeps `keras-seq --help` fast
             from keras_seq.commands._common import did_you_mean
 
             choices = ", ".join(map(repr, action.choices))
@@ -67,6 +69,7 @@ class Parser(argparse.ArgumentParser):
         return namespace, extras
 
     def parse_args(self, args=None, namespace=None):
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.commands._common import did_you_mean
 
         namespace, extras = self.parse_known_args(args, namespace)
@@ -80,6 +83,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.commands._common import check_flags
 
     parser = Parser(
@@ -104,6 +108,7 @@ def _preselect_backend(argv: list[str]) -> str | None:
     """Act on ``--backend`` of ``keras-seq train …`` before any command module imports
     Keras (Keras reads ``KERAS_BACKEND`` once, at its first import). Returns an error
     message, or None. (``bench`` commands run another backend in a worker process.)"""
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.backend import requested_backend, select_backend
     from keras_seq.errors import KerasSeqError
 
@@ -116,6 +121,7 @@ def _preselect_backend(argv: list[str]) -> str | None:
     except KerasSeqError as err:
         if "--debug" in argv:
             raise
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.backend import BACKENDS
         from keras_seq.commands._common import did_you_mean
 
@@ -132,6 +138,7 @@ def _one_line(err) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--debug" not in argv:  # before anything imports TensorFlow
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.commands._startup import quiet_tensorflow_startup
 
         quiet_tensorflow_startup()
@@ -150,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.commands._common import check_corpus_arg
 
         check_corpus_arg(args)

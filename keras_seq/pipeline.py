@@ -32,7 +32,19 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_seq.benchmarks.streaming import format_report, plot_report, run_streaming_benchmark
 from keras_seq.errors import KerasSeqError
+from keras_seq.metrics import NotComparableError, check_comparable
+from keras_seq.ngram.arpa import write_arpa
+from keras_seq.ngram.compact import NgramStream, read_compact, write_compact
+from keras_seq.ngram.counts import NgramCounts, Vocabulary
+from keras_seq.ngram.data import load_tokenized
+from keras_seq.ngram.kneser_ney import DiscountWarning, kneser_ney
+from keras_seq.ngram.scorer import evaluate
+from keras_seq.runtime.litert import LiteRTLM
+from keras_seq.sampling import special_ids
+from keras_seq.tables import print_table
+from keras_seq.tasks.lm.config import LMConfig
 
 DEMO_DATA = "tinyshakespeare"
 # The recipe that beats the best n-gram within the budget (docs/export-and-on-device.md, "The
@@ -63,13 +75,6 @@ EXPORT_GRAPHS = ("step", "step_fused")
 def _ngram_stage(config, out: Path, say, orders=NGRAM_ORDERS) -> dict:
     """KN of every order on the LM's tokens; the best on validation written as ARPA and as
     the compact 8-bit binary (and its perplexity measured)."""
-    from keras_seq.ngram.arpa import write_arpa
-    from keras_seq.ngram.compact import read_compact, write_compact
-    from keras_seq.ngram.counts import NgramCounts, Vocabulary
-    from keras_seq.ngram.data import load_tokenized
-    from keras_seq.ngram.kneser_ney import DiscountWarning, kneser_ney
-    from keras_seq.ngram.scorer import evaluate
-
     t0 = time.perf_counter()
     data = load_tokenized(config.data, max_vocab=config.max_vocab,
                           min_count=config.min_count or 1, split=config.split_ratio,
@@ -116,8 +121,6 @@ def _ngram_steppers(ngram: dict) -> tuple[dict, dict, np.ndarray]:
     idea: fast, ~170 bytes of RAM per n-gram); the compact file is binary-searched in
     place, memory-mapped (a phone's choice: almost no RAM beyond the file).
     """
-    from keras_seq.ngram.compact import NgramStream
-
     steppers, sizes, order = {}, {}, ngram["best_order"]
     for name, model, path, index in (
             (ngram_runtime(order, "arpa"), ngram["model"], ngram["arpa"], "hash"),
@@ -179,9 +182,6 @@ def choose_demo_model(manifest: dict, rows: list[dict], ngram_ppl: float, arpa_b
 def _generation_check(model_path, tokens: int = GENERATION_CHECK_TOKENS) -> dict:
     """Sample ``tokens`` with the demo model, asking for its top-5 suggestions before each
     one; count any ``<pad>``/``<unk>`` among the samples and the suggestions."""
-    from keras_seq.runtime.litert import LiteRTLM
-    from keras_seq.sampling import special_ids
-
     lm = LiteRTLM(model_path)
     words = {lm.tokenizer.vocab[i] for i in special_ids(lm.tokenizer)}
     lm.reset()
@@ -204,11 +204,9 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float = 10.
                  variants=None, data_dir=None, split_ratio: str | None = None,
                  rounds: int = 3) -> dict:
     """Run every stage into ``out``; returns the summary (also ``out/pipeline.json``)."""
-    from keras_seq.benchmarks.streaming import format_report, plot_report, run_streaming_benchmark
+    # lazy: loads Keras, TensorFlow only when this runs
     from keras_seq.export.saved_model import export_saved_model
     from keras_seq.export.tflite import VARIANTS, export_tflite
-    from keras_seq.metrics import NotComparableError, check_comparable
-    from keras_seq.tasks.lm.config import LMConfig
     from keras_seq.tasks.lm.evaluation import evaluate_run
     from keras_seq.tasks.lm.task import train_lm
 
@@ -282,6 +280,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float = 10.
     arpa_bytes = ngram["arpa"].stat().st_size
     chosen, reason = choose_demo_model(manifest, report["rows"], ng.ppl, arpa_bytes)
     if chosen is None:
+        # lazy: loads Keras, TensorFlow only when this runs
         from keras_seq.export.tflite import best_demo_model
 
         fallback = best_demo_model(manifest)
@@ -401,8 +400,6 @@ def summary_checks(summary: dict, manifest: dict, report: dict) -> list[dict]:
 
 
 def format_summary(summary: dict) -> str:
-    from keras_seq.tables import print_table
-
     buf = io.StringIO()
     print("On-device candidates (validation PPL on the same tokens; 1 thread; p50/p99 µs per "
           "token):", file=buf)

@@ -22,6 +22,7 @@ def check_cells(cells, allowed=CELLS) -> tuple[str, ...]:
 
 def recurrent_layer(cell: str, units: int, **kwargs):
     """A keras-seq ``SimpleRNN`` / ``GRU`` / ``LSTM`` layer for a cell name."""
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq import layers as ks
 
     cls = {"rnn": ks.SimpleRNN, "gru": ks.GRU, "lstm": ks.LSTM}[cell]
@@ -30,9 +31,11 @@ def recurrent_layer(cell: str, units: int, **kwargs):
 
 def pyplot():
     """``matplotlib.pyplot`` on the file-only Agg backend."""
+    # lazy: loads matplotlib only when this runs
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: loads matplotlib only when this runs
     import matplotlib.pyplot as plt
 
     return plt
@@ -44,6 +47,7 @@ class Progress:
     def __init__(self, total: int, enabled: bool = True, unit: str = "step"):
         self.bar = None
         if enabled and total > 0:
+            # lazy: Keras is imported once the backend is chosen
             import keras
 
             self.bar = keras.utils.Progbar(total, unit_name=unit)

@@ -53,6 +53,7 @@ def plot_learning_curves(run_dirs, path: str | Path, reference: dict[str, float]
                 alpha=0.6, label=f"{label} (train)")
     for name, ppl in (reference or {}).items():
         ax.axhline(ppl, color="black", linestyle=":", label=f"{name} ({ppl:.1f})")
+    # lazy: loads matplotlib only when this runs
     from matplotlib.ticker import MaxNLocator
 
     ax.set_yscale("log")

@@ -38,6 +38,8 @@ from keras_seq.analysis._common import (
     pyplot,
     recurrent_layer,
 )
+from keras_seq.data.corpus import load_corpus
+from keras_seq.data.tokenizers import make_tokenizer
 from keras_seq.errors import KerasSeqError
 
 REPORT_DISTANCES = (5, 25, 70)
@@ -66,6 +68,7 @@ def state_gradient_norms(cell, inputs, loss_fn, initial_states=None) -> dict:
         for cells with one state, ``pre_activation_grad`` ``(B, T)``: the
         largest ``φ′(a_j)`` per step (for the data-dependent bound).
     """
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     inputs = tf.convert_to_tensor(inputs, tf.float32)
@@ -166,9 +169,6 @@ def corpus_windows(data: str = "python-docs", tokenizer: str = "word", seq_len: 
 
     Returns ``(windows int32 (num, seq_len + 1), tokenizer, corpus)``.
     """
-    from keras_seq.data.corpus import load_corpus
-    from keras_seq.data.tokenizers import make_tokenizer
-
     corpus = load_corpus(data, data_dir=data_dir)
     tok = make_tokenizer(tokenizer, max_vocab=max_vocab).fit(corpus.text("train"))
     ids = np.asarray(tok.encode(corpus.text(split)), np.int32)
@@ -186,6 +186,7 @@ def corpus_windows(data: str = "python-docs", tokenizer: str = "word", seq_len: 
 def build_probe(cell: str, vocab: int, embed_dim: int = 32, units: int = 64, seed: int = 0,
                 **layer_kwargs):
     """Embedding → keras-seq recurrent layer (all steps) → Dense(vocab) logits."""
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     keras.utils.set_random_seed(seed)
@@ -201,6 +202,7 @@ def build_probe(cell: str, vocab: int, embed_dim: int = 32, units: int = 64, see
 def train_probe(model, windows, steps: int, batch: int = 32, lr: float = 1e-3,
                 seed: int = 0, progress: bool = False) -> list[float]:
     """Train a probe LM for ``steps`` Adam steps on next-token prediction; returns losses."""
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     if steps <= 0:
@@ -224,6 +226,7 @@ def probe_gradient_decay(model, windows) -> dict:
     ``relative`` (``mean_norm / mean_norm[0]``), spectral stats of ``W_hh`` and, for
     a SimpleRNN, the two bounds (``bound_sigma`` and ``bound_product``), relative.
     """
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     embedding, layer, head = model.get_layer("embedding"), model.layers[1], model.get_layer(
@@ -377,6 +380,7 @@ def clipping_experiment(scale: float = 3.0, clip_norm: float = 1.0, steps: int =
     with ``loss`` and ``grad_norm`` (before clipping) per step; a run whose loss
     turns non-finite stops there (the rest is NaN).
     """
+    # lazy: loads Keras, TensorFlow only when this runs
     import keras
     import tensorflow as tf
 
@@ -421,6 +425,7 @@ def _clipped_sgd_step(model, optimizer, theta: float | None):
 
     With ``theta``: ``g ← g·θ/‖g‖`` when the global norm ``‖g‖ > θ`` (else unchanged).
     """
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     variables = model.trainable_variables

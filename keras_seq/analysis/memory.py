@@ -39,7 +39,14 @@ import time
 
 import numpy as np
 
-from keras_seq.analysis._common import COLORS, LABELS, Progress, check_cells, pyplot
+from keras_seq.analysis._common import (
+    COLORS,
+    LABELS,
+    Progress,
+    check_cells,
+    pyplot,
+    recurrent_layer,
+)
 from keras_seq.data.probes import TASKS, make_task
 from keras_seq.errors import KerasSeqError
 
@@ -88,6 +95,7 @@ def effective_memory_length(solved: dict) -> dict:
 @functools.cache
 def _attention_pooling_layer():
     """The ``AttentionPooling`` class, defined on first use (keeps TensorFlow out of import)."""
+    # lazy: Keras is imported once the backend is chosen
     import keras
     from keras import ops
 
@@ -124,9 +132,8 @@ def _attention_pooling_layer():
 def build_memory_model(cell: str, task, units: int = 32, embed_dim: int = 16, lr: float = 1e-2,
                        seed: int = 0):
     """A compiled model for ``task`` (a :class:`keras_seq.data.probes.Task`)."""
+    # lazy: Keras is imported once the backend is chosen
     import keras
-
-    from keras_seq.analysis._common import recurrent_layer
 
     keras.utils.set_random_seed(seed)
     if task.vocab is None:

@@ -22,10 +22,12 @@ Every run is seeded; the header records versions and the machine.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
 import platform
+import shutil
 import sys
 import time
 from datetime import UTC, datetime
@@ -33,7 +35,15 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_seq import __version__
+from keras_seq.analysis import gradients as G
+from keras_seq.analysis import memory as M
+from keras_seq.analysis._common import pyplot
+from keras_seq.benchmarks.cells import run_benchmark
 from keras_seq.errors import KerasSeqError
+from keras_seq.ngram import sparsity
+from keras_seq.ngram.data import load_tokenized
+from keras_seq.tasks.lm.config import LMConfig
 
 SECTIONS = ("gradients", "clipping", "memory", "speed", "tbptt", "sparsity")
 
@@ -159,10 +169,9 @@ def md_table(rows: list[dict], columns: list[str] | None = None) -> str:
 
 def environment() -> dict:
     """Versions and machine, for the report header."""
+    # lazy: loads Keras, TensorFlow only when this runs
     import keras
     import tensorflow as tf
-
-    from keras_seq import __version__
 
     gpus = [d.name for d in tf.config.list_physical_devices("GPU")]
     cpu = platform.processor() or platform.machine()
@@ -185,8 +194,6 @@ def environment() -> dict:
 
 
 def section_gradients(out: Path, cfg: dict, seed: int, data: str, progress: bool) -> dict:
-    from keras_seq.analysis import gradients as G
-
     result = G.measure_gradients(data=data, seed=seed, progress=progress, **cfg)
     png = G.plot_gradient_decay(result, str(out / "gradient_decay.png"))
     rows = G.decay_table(result)
@@ -240,8 +247,6 @@ def section_gradients(out: Path, cfg: dict, seed: int, data: str, progress: bool
 
 
 def section_clipping(out: Path, cfgs: list, seed: int, data: str, progress: bool) -> dict:
-    from keras_seq.analysis import gradients as G
-
     bodies, pngs, checks, results, verdicts = [], [], [], [], []
     for i, cfg in enumerate(cfgs):
         result = G.clipping_experiment(data=data, seed=seed, progress=progress, **cfg)
@@ -274,8 +279,6 @@ def section_clipping(out: Path, cfgs: list, seed: int, data: str, progress: bool
 
 def section_memory(out: Path, cfg: dict, seed: int, data: str, progress: bool,
                    printer=None) -> dict:
-    from keras_seq.analysis import memory as M
-
     result = M.memory_sweep(seed=seed, progress=progress, printer=printer, **cfg)
     png = M.plot_memory(result, str(out / "memory.png"))
     top = max(result["config"]["distances"])
@@ -336,7 +339,7 @@ def section_memory(out: Path, cfg: dict, seed: int, data: str, progress: bool,
 
 
 def section_speed(out: Path, cfgs: list, seed: int, data: str, progress: bool) -> dict:
-    from keras_seq.benchmarks.cells import run_benchmark
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.layers import param_table
 
     claims = {"gru": 0.7, "lstm": 0.5}
@@ -389,11 +392,7 @@ def section_speed(out: Path, cfgs: list, seed: int, data: str, progress: bool) -
 
 def section_tbptt(out: Path, cfg: dict, seed: int, data: str, progress: bool,
                   printer=print) -> dict:
-    import csv
-    import shutil
-
-    from keras_seq.analysis._common import pyplot
-    from keras_seq.tasks.lm.config import LMConfig
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.tasks.lm.task import train_lm
 
     cfg = dict(cfg)
@@ -464,9 +463,6 @@ def section_tbptt(out: Path, cfg: dict, seed: int, data: str, progress: bool,
 
 
 def section_sparsity(out: Path, cfg: dict, seed: int, data: str, progress: bool) -> dict:
-    from keras_seq.ngram import sparsity
-    from keras_seq.ngram.data import load_tokenized
-
     tok = load_tokenized(data, tokenizer="word")
     rows = sparsity.sparsity_report(tok.train, tok.lines("val"), cfg["max_order"], 1.0,
                                     tok.raw_lines("val"))
@@ -540,6 +536,7 @@ def run_report(out_dir, preset: str = "full", sections=SECTIONS, data: str = "py
     ``overrides`` replaces a section's preset settings (``{"memory": {...}}``).
     Returns the path of ``report.md``.
     """
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     if preset not in PRESETS:
@@ -579,8 +576,6 @@ def combine_reports(out_dir, *report_dirs) -> Path:
     Sections keep the order of :data:`SECTIONS`; a later folder wins for a section run
     twice. PNGs are copied. The presets and seeds must agree. Returns ``report.md``'s path.
     """
-    import shutil
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     payloads = []

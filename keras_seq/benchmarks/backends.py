@@ -18,6 +18,7 @@ when it declined and the layer looped).
 from __future__ import annotations
 
 import contextlib
+import contextlib as _contextlib
 import importlib
 import json
 import os
@@ -68,6 +69,7 @@ def current_backend() -> str:
     """This process's Keras backend, without importing Keras (and so a backend) if it is
     not imported yet: ``KERAS_BACKEND``, else ``keras.json``, else TensorFlow."""
     if "keras" in sys.modules:
+        # lazy: Keras is imported once the backend is chosen
         import keras
 
         return keras.backend.backend()
@@ -82,6 +84,7 @@ def current_backend() -> str:
 
 def gpu_visible() -> bool:
     """Whether the current backend sees a GPU (``keras_seq.layers.dispatch.gpu_available``)."""
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.layers.dispatch import gpu_available
 
     return gpu_available()
@@ -99,6 +102,7 @@ def worker_reason(backend=None, device=None) -> str | None:
 def resolve_device(command, device=None) -> str:
     """The device this process will run on (``"cpu"`` or ``"gpu"``), checked against the
     one asked for."""
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     visible = gpu_visible()
@@ -178,8 +182,6 @@ def run_worker(module, kwargs, backend=None, device=None, timeout=None, echo=Tru
 def worker_main(run, argv=None) -> int:
     """Entry point of a worker: ``--worker KWARGS_JSON``; the report as JSON on stdout,
     progress on stderr, a failure as ``keras-seq: error: ...`` on stderr with exit 2."""
-    import contextlib as _contextlib
-
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2 or argv[0] != "--worker":
         print(f"usage: python -m MODULE --worker KWARGS_JSON (received {argv!r})",
@@ -200,6 +202,7 @@ def worker_main(run, argv=None) -> int:
 @contextlib.contextmanager
 def precision_policy(name="off"):
     """Keras's global dtype policy set to ``name`` (``"off"``: float32) while inside."""
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     previous = keras.mixed_precision.global_policy()
@@ -213,6 +216,7 @@ def precision_policy(name="off"):
 def jit_setting(jit_compile: bool) -> bool:
     """The ``jit_compile`` a model gets: as asked, except on JAX, which always compiles
     (un-jitted JAX runs op by op, which no one trains with)."""
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     return True if keras.backend.backend() == "jax" else bool(jit_compile)
@@ -220,6 +224,7 @@ def jit_setting(jit_compile: bool) -> bool:
 
 def jit_label(model) -> str:
     """``"xla"`` (TensorFlow/JAX), ``"torch.compile"`` or ``"no"``: what ``model`` runs."""
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     if not getattr(model, "jit_compile", False):
@@ -234,6 +239,7 @@ def keras_seq_path(layer) -> str:
 
 def keras_seq_blockers(layer) -> list[str]:
     """Why ``layer``'s configuration cannot use the cuDNN kernel (empty: it can)."""
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.layers.dispatch import fused_kernel_blockers
 
     return fused_kernel_blockers(layer) if hasattr(layer, "cell") else []
@@ -249,6 +255,7 @@ def probe_builtin_path(record: list):
     a name a Keras version lacks is skipped. Use it around one model's first train step
     (where the step is traced); keras-seq layers must not run inside.
     """
+    # lazy: Keras is imported once the backend is chosen
     import keras
     from keras.src import backend as kb
 
@@ -289,6 +296,7 @@ def probe_builtin_path(record: list):
             patch(module, fn, cudnn)
     elif name == "jax":
         try:
+            # lazy: loads JAX only when this runs
             import jax.experimental.rnn as jax_rnn
         except ImportError:
             jax_rnn = None
@@ -310,6 +318,7 @@ def builtin_path(record, cell) -> str:
 
 def environment() -> dict:
     """Versions and devices of this process's backend (for reports)."""
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     info = {"backend": keras.backend.backend(), "keras": keras.__version__,

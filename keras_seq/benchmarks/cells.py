@@ -30,6 +30,8 @@ from __future__ import annotations
 import sys
 import time
 
+import numpy as np
+
 from keras_seq.benchmarks import backends
 
 CELLS = ("simple_rnn", "gru", "lstm")
@@ -49,6 +51,7 @@ LAYER_NAME = "rnn"
 
 
 def _layer(cell, impl, units):
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     from keras_seq import layers as ks
@@ -66,6 +69,7 @@ def build_model(cell, impl, vocab, embed, units, seq_len, batch, head="softmax",
     loss stay float32); ``mixed_float16`` gets Keras's loss scaling (``compile`` wraps
     the optimizer).
     """
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     keras.utils.set_random_seed(seed)
@@ -214,8 +218,8 @@ def run_benchmark(
 
 def _run_here(device_used, cells, steps, repeats, warmup, vocab, embed, units, seq_len, batch,
               head, chunk, progress, mixed_precision, jit_compile, **_):
+    # lazy: Keras is imported once the backend is chosen
     import keras
-    import numpy as np
 
     from keras_seq.layers import param_table
 
@@ -312,6 +316,7 @@ def settings_text(row) -> str:
 
 def format_report(report):
     """The report as plain text: speed table, relative speeds, parameter table."""
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.layers.params import format_param_table
 
     cfg = report["config"]

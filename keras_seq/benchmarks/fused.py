@@ -14,10 +14,16 @@ Two questions it answers: why the fused step is slower than the explicit one for
 
 from __future__ import annotations
 
+import io
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from keras_seq.errors import KerasSeqError
+from keras_seq.runtime.litert import LiteRTLM
+from keras_seq.tables import print_table
 
 GRAPHS = ("step", "step_fused", "sequence", "sequence_fused")
 
@@ -26,11 +32,8 @@ def run_fused_benchmark(run_dir, out_dir=None, seq_length: int = 32, tokens: int
                         rounds: int = 3, printer=print) -> dict:
     """Export the float32 graphs of ``run_dir`` (into ``out_dir`` or a temporary folder)
     and time scoring ``tokens`` validation tokens with each; returns the report."""
-    import tempfile
-
-    from keras_seq.errors import KerasSeqError
+    # lazy: loads Keras, TensorFlow only when this runs
     from keras_seq.export.tflite import export_ids, export_tflite
-    from keras_seq.runtime.litert import LiteRTLM
     from keras_seq.tasks.lm.evaluation import load_run
 
     if rounds < 1 or tokens < seq_length:
@@ -80,10 +83,6 @@ def run_fused_benchmark(run_dir, out_dir=None, seq_length: int = 32, tokens: int
 
 
 def format_report(report: dict) -> str:
-    import io
-
-    from keras_seq.tables import print_table
-
     buf = io.StringIO()
     print(f"scoring {report['tokens']:,} validation tokens, 1 thread, {report['rounds']} "
           f"rounds alternated; sequence models read windows of {report['seq_length']}",

@@ -29,6 +29,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
+
 from keras_seq.benchmarks import backends
 from keras_seq.benchmarks.cells import MARKDOWN_COLUMNS, markdown_rows, markdown_table
 
@@ -81,7 +83,6 @@ def kernel_probe(units=8, batch=4, steps=6, features=5):
     the profiler saw in a forward and backward pass. Also the layer's ``last_path`` and
     ``last_path_reason``. Runs in a worker (``python -m keras_seq.benchmarks.gpu --worker``)."""
     import keras  # lazy: the backend is chosen by the worker's environment
-    import numpy as np
     from keras import ops
 
     from keras_seq.layers import LSTM
@@ -92,6 +93,7 @@ def kernel_probe(units=8, batch=4, steps=6, features=5):
     variables = layer.trainable_variables
     backend = keras.backend.backend()
     if backend == "jax":
+        # lazy: loads JAX only when this runs
         import jax
 
         def loss(values, x):
@@ -101,6 +103,7 @@ def kernel_probe(units=8, batch=4, steps=6, features=5):
         compiled = jax.jit(jax.grad(loss)).lower([v.value for v in variables], x).compile()
         found, how = "cudnn" in compiled.as_text().lower(), "'cudnn' in the compiled HLO"
     elif backend == "tensorflow":
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         @tf.function
@@ -112,6 +115,7 @@ def kernel_probe(units=8, batch=4, steps=6, features=5):
         graph = grad.get_concrete_function(tf.constant(x)).graph.as_graph_def()
         found, how = "CudnnRNN" in str(graph), "a CudnnRNN op in the gradient's graph"
     else:
+        # lazy: loads PyTorch only when this runs
         import torch
 
         with torch.profiler.profile() as prof:

@@ -23,12 +23,25 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
 from pathlib import Path
 
+import numpy as np
+
 from keras_seq.benchmarks import backends
+from keras_seq.benchmarks.cells import alternate, check_counts, settings_text, speed_row
+from keras_seq.data.batching import stream_arrays
+from keras_seq.data.corpus import load_corpus
+from keras_seq.data.tokenizers import make_tokenizer
 from keras_seq.layers.params import count_params
 from keras_seq.metrics import check_comparable
+from keras_seq.models.nplm import nplm_param_count
+from keras_seq.ngram.data import load_tokenized
+from keras_seq.ngram.kneser_ney import DiscountWarning, train_kneser_ney
+from keras_seq.ngram.scorer import evaluate
 from keras_seq.tasks.lm.config import LMConfig
+from keras_seq.tasks.lm.evaluation import evaluate_run
+from keras_seq.tasks.lm.task import build_model, train_lm
 
 
 def model_params(cell: str, vocab: int, embed: int, units: int, layers: int, tie: bool,
@@ -36,8 +49,6 @@ def model_params(cell: str, vocab: int, embed: int, units: int, layers: int, tie
     """Trainable parameters of a :class:`~keras_seq.models.RecurrentLM` (or, for
     ``cell="nplm"``, of an NPLM reading ``context`` tokens with ``units`` hidden units)."""
     if cell == "nplm":
-        from keras_seq.models.nplm import nplm_param_count
-
         return nplm_param_count(vocab, context + 1, embed, units, direct=False)
     cell_type = {"rnn": "simple_rnn", "gru": "gru", "lstm": "lstm"}[cell]
     total = vocab * embed
@@ -66,12 +77,6 @@ def units_for_budget(cell: str, vocab: int, embed: int, layers: int, budget: int
 
 def kn_baseline(config: LMConfig, order: int, split: str = "val"):
     """Interpolated modified KN of ``order`` on exactly the LM's tokens."""
-    import warnings
-
-    from keras_seq.ngram.data import load_tokenized
-    from keras_seq.ngram.kneser_ney import DiscountWarning, train_kneser_ney
-    from keras_seq.ngram.scorer import evaluate
-
     data = load_tokenized(
         config.data,
         max_vocab=config.max_vocab,
@@ -146,9 +151,6 @@ def run_bench(
                                    backend, device)
     if device is not None:
         backends.resolve_device("bench lm", device)
-    from keras_seq.data.corpus import load_corpus
-    from keras_seq.tasks.lm.evaluation import evaluate_run
-    from keras_seq.tasks.lm.task import train_lm
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -176,7 +178,6 @@ def run_bench(
         **computing,
         **lm_options,
     )
-    from keras_seq.data.tokenizers import make_tokenizer
 
     # The vocabulary every run will build (same options), to size the models.
     corpus = load_corpus(data, split=split_ratio)
@@ -368,7 +369,6 @@ def run_speed(
     (``ratio_min``, ``ratio_max``).
     """
     arguments = {k: v for k, v in locals().items() if k not in ("lm_options", "timeout")}
-    from keras_seq.benchmarks.cells import check_counts
 
     check_counts("bench lm --speed", steps=steps, repeats=repeats, warmup=warmup, chunk=chunk)
     unknown = [c for c in cells if c not in SPEED_CELLS]
@@ -394,14 +394,8 @@ def _speed_here(device_used, *, data, split_ratio, tokenizer, min_count, cells, 
                 embed_dim, num_layers, dropout, bptt, batch_size, lr, tie_weights, seed,
                 steps, repeats, warmup, chunk, backend, device, mixed_precision, jit_compile,
                 progress, **lm_options):
+    # lazy: Keras is imported once the backend is chosen
     import keras
-    import numpy as np
-
-    from keras_seq.benchmarks.cells import alternate, speed_row
-    from keras_seq.data.batching import stream_arrays
-    from keras_seq.data.corpus import load_corpus
-    from keras_seq.data.tokenizers import make_tokenizer
-    from keras_seq.tasks.lm.task import build_model
 
     corpus = load_corpus(data, split=split_ratio)
     vocab_options = {} if tokenizer == "subword" else {"min_count": min_count}
@@ -491,8 +485,6 @@ def _speed_here(device_used, *, data, split_ratio, tokenizer, min_count, cells, 
 
 def format_speed(out: dict) -> str:
     """``run_speed``'s report as plain text, one row per cell."""
-    from keras_seq.benchmarks.cells import settings_text
-
     cfg = out["config"]
     lines = [
         f"bench lm --speed: {cfg['data']} ({cfg['split_ratio']}, {cfg['tokenizer']}, vocab "

@@ -66,6 +66,7 @@ def reversal_bench(out_dir, max_len: int = 64, minutes: float = 12.0, units: int
                      "attention token %": round(100 * with_att["token_accuracy"], 2),
                      "no-attention token %": round(100 * without["token_accuracy"], 2)})
     params = {a: runs[a]["params"] for a in runs}
+    # lazy: loads matplotlib only when this runs
     from keras_seq.tasks.seq2seq.plots import length_curve
 
     curve = length_curve({f"Bahdanau attention ({params['bahdanau']['total']:,} params)":

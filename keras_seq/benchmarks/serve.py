@@ -17,6 +17,7 @@ Use ``keras-seq bench serve --saved-model DIR`` (or ``--run-dir RUN`` to export 
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import os
 import shutil
@@ -30,6 +31,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from keras_seq.tables import print_table
 
 TARGET_SPEEDUP = 4.0
 PROMPTS = ("the cat sat on the", "a small dog ran", "the big red", "on a mat and",
@@ -45,6 +48,7 @@ def _free_port() -> int:
 def rss_bytes(pid: int) -> int:
     """Resident memory of process ``pid`` in bytes."""
     try:
+        # lazy: an optional dependency
         import psutil
 
         return int(psutil.Process(pid).memory_info().rss)
@@ -145,9 +149,11 @@ def run_serve_benchmark(saved_model=None, run_dir=None, seconds: float = 60.0,
     proc = None
     try:
         if saved_model is None:
+            # lazy: loads Keras, TensorFlow only when this runs
             from keras_seq.export.saved_model import export_saved_model
 
             saved_model = export_saved_model(run_dir, tmp / "export", printer=printer)
+        # lazy: an optional dependency
         from keras_seq.serving.layout import publish_saved_model
 
         publish_saved_model(saved_model, tmp / "models", "lm", 1)
@@ -212,10 +218,6 @@ def _ms(value) -> str:
 
 
 def format_report(report: dict) -> str:
-    import io
-
-    from keras_seq.tables import print_table
-
     buf = io.StringIO()
     cols = ["clients", "requests", "errors", "req_per_s", "p50_ms", "p99_ms", "mean_batch",
             "rss_mib"]

@@ -21,6 +21,7 @@ Use ``keras-seq bench streaming --run-dir R`` or :func:`run_streaming_benchmark`
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import tempfile
@@ -32,6 +33,9 @@ import numpy as np
 from keras_seq.errors import DataError
 from keras_seq.ngram.compact import CompactNgram, NgramStream, model_size_bytes
 from keras_seq.ngram.counts import BOS
+from keras_seq.runtime.litert import LiteRTLM
+from keras_seq.tables import print_table
+from keras_seq.tasks.lm.data import corpus_for
 
 TARGET_SPEEDUP = 3.0
 PPL_TOLERANCE_PCT = 1.5
@@ -116,13 +120,12 @@ def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
     ``extra_steppers``: ``{name: ((reset, step), size_bytes, ids)}``, other one-thread
     runtimes alternated with the TFLite models on their own ``ids`` (the pipeline's n-gram).
     """
+    # lazy: loads TensorFlow, Keras only when this runs
     import tensorflow as tf
 
     from keras_seq.export.graphs import LMGraphs
     from keras_seq.export.saved_model import export_saved_model, load_step
     from keras_seq.export.tflite import VARIANTS, export_tflite
-    from keras_seq.runtime.litert import LiteRTLM
-    from keras_seq.tasks.lm.data import corpus_for
     from keras_seq.tasks.lm.evaluation import load_run
 
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -261,10 +264,6 @@ COLUMNS = ["runtime", "threads", "p50_us", "p50_rounds", "p95_us", "p99_us", "to
 
 
 def format_report(report: dict) -> str:
-    import io
-
-    from keras_seq.tables import print_table
-
     buf = io.StringIO()
     m = report["model"]
     print(f"streaming latency, batch 1, {report['tokens']} timed tokens after "
@@ -291,9 +290,11 @@ def format_report(report: dict) -> str:
 
 
 def plot_report(report: dict, path) -> Path:
+    # lazy: loads matplotlib only when this runs
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: loads matplotlib only when this runs
     import matplotlib.pyplot as plt
 
     rows = report["rows"]

@@ -17,6 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_seq.tasks.classify.config import ClassifyConfig
+from keras_seq.tasks.conditioned.config import ConditionedConfig
+from keras_seq.tasks.tag.config import TagConfig
+
 CLASSIFIERS = {
     "lstm128": {"units": 128},
     "lstm512": {"units": 512},
@@ -41,7 +45,7 @@ def _train_or_reuse(train_fn, config, run_dir: Path, printer) -> dict:
 def bench_classify(out_dir, models=tuple(CLASSIFIERS), seeds=(1, 2, 3), minutes: float = 3.0,
                    epochs: int = 20, hard: bool = False, printer=print, **config) -> dict:
     """Train every model of ``models`` with each seed (``minutes`` each) and tabulate."""
-    from keras_seq.tasks.classify.config import ClassifyConfig
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.tasks.classify.task import train_classifier
 
     out_dir = Path(out_dir)
@@ -84,8 +88,8 @@ def format_classify(out: dict) -> str:
 def bench_tag(out_dir, units_bi: int = 64, seeds=(1, 2, 3), minutes: float = 3.0,
               epochs: int = 30, printer=print, **config) -> dict:
     """Uni- vs bidirectional LSTM taggers at equal parameters on ``restore-punct``."""
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.models.tagger import units_for_equal_params
-    from keras_seq.tasks.tag.config import TagConfig
     from keras_seq.tasks.tag.task import TASK, train_tagger
 
     out_dir = Path(out_dir)
@@ -132,7 +136,7 @@ def bench_conditioned(out_dir, seeds=(1, 2, 3), minutes: float | None = None,
                       epochs: int = 8, printer=print, **config) -> dict:
     """The same LM with and without its condition, the same number of epochs each:
     validation/test PPL over seeds, and test PPL by position in the paragraph."""
-    from keras_seq.tasks.conditioned.config import ConditionedConfig
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.tasks.conditioned.task import train_conditioned
 
     out_dir = Path(out_dir)

@@ -73,6 +73,7 @@ def add_tokenizer_args(parser: argparse.ArgumentParser, default: str = "word") -
 def load_data(args):
     """The corpus named by ``--data`` with ``--split`` and ``--data-dir``, read once the
     tokenizer flags are known to be usable (:func:`new_tokenizer`)."""
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.data.corpus import load_corpus
 
     if hasattr(args, "tokenizer"):
@@ -82,6 +83,7 @@ def load_data(args):
 
 def new_tokenizer(args):
     """An unfitted tokenizer of ``--tokenizer`` kind with the vocabulary options."""
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.data.tokenizers import make_tokenizer
 
     options = {
@@ -102,6 +104,7 @@ def add_backend_args(parser: argparse.ArgumentParser) -> None:
     """``--backend``, ``--mixed-precision``, ``--jit-compile``, ``--strategy`` and
     ``--devices`` (TrainConfig fields, for a command whose other flags are not made from a
     config; :func:`keras_seq.cli.main` reads ``--backend`` before Keras is imported)."""
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.training.config import TrainConfig
 
     add_config_args(parser, TrainConfig, only=BACKEND_FIELDS)
@@ -110,6 +113,7 @@ def add_backend_args(parser: argparse.ArgumentParser) -> None:
 def use_backend(args) -> str:
     """Select the Keras backend of ``--backend`` (or ``$KERAS_BACKEND``, else tensorflow)
     before the command imports Keras; sets ``args.backend`` and returns it."""
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.backend import select_backend
 
     args.backend = select_backend(getattr(args, "backend", None))
@@ -120,6 +124,7 @@ def use_backend(args) -> str:
 
         device_names(args.devices)
     elif strategy == "multi-worker":  # configures the runtime for collectives: first
+        # lazy: keeps `keras-seq --help` fast (loads Keras)
         from keras_seq.training.distribute import make_strategy
 
         make_strategy("multi-worker")
@@ -138,6 +143,7 @@ def print_json(payload) -> None:
 def config_overrides(args, config_cls, base: dict) -> dict:
     """``base`` updated with every ``config_cls`` field given on the command line (not
     None); ``--no-clip`` unsets ``clip_norm``."""
+    # lazy: keeps `keras-seq --help` fast
     import dataclasses
 
     for f in dataclasses.fields(config_cls):
@@ -223,6 +229,7 @@ def add_config_args(parser: argparse.ArgumentParser, config_cls, skip=(), only=N
     preset sets too). The parser's default is ``None`` (not given), so a preset or the
     config decides; pair with :func:`config_overrides`. A field that has a default gets
     ``--no-clip`` when it is ``clip_norm``."""
+    # lazy: keeps `keras-seq --help` fast
     import dataclasses
     import typing
 
@@ -390,6 +397,7 @@ def split_ratio(text: str) -> str:
     >>> split_ratio("0.8, 0.1, 0.1")
     '0.8/0.1/0.1'
     """
+    # lazy: keeps `keras-seq --help` fast
     import re
 
     from keras_seq.data.corpus import parse_split
@@ -419,6 +427,7 @@ def check_corpus_arg(args) -> None:
     names = [EMBEDDED, *REGISTRY]
     if not isinstance(spec, str) or spec in names or _exists(spec):
         return
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.errors import DataError
 
     raise DataError(f"no such corpus {spec!r}{did_you_mean(spec, names)}: it is neither a "
@@ -466,6 +475,7 @@ def _shows_default(action) -> bool:
 def check_tokenizer_options(kind: str, **options) -> None:
     """Build (not fit) the tokenizer a command will fit, so that a bad option combination
     is refused before the corpus is read."""
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.data.tokenizers import make_tokenizer
 
     make_tokenizer(kind, **options)
@@ -479,6 +489,7 @@ def check_task_name(what: str, name: str, names, prefixes=()) -> None:
         return
     hint = did_you_mean(name, names)
     if hint:
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.errors import KerasSeqError
 
         raise KerasSeqError(f"unknown {what} {name!r}{hint}; expected one of "
@@ -522,6 +533,7 @@ def check_run_arg(run_dir, *kinds: str, command: str = "this command", hint: str
     """Check that ``run_dir`` holds a run of one of ``kinds`` with a checkpoint, before the
     command imports Keras (a wrong folder is refused at once, naming what it holds).
     Returns the run's kind."""
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq import runs
     from keras_seq.errors import KerasSeqError
 
@@ -543,6 +555,7 @@ def check_train_dir(run_dir) -> None:
     itself is created by the trainer)."""
     path = Path(run_dir)
     if path.exists() and not path.is_dir():
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.errors import KerasSeqError
 
         raise KerasSeqError(f"--run-dir {path} is a file; pass a folder for the run (it is "

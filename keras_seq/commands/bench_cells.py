@@ -15,6 +15,7 @@ SIZES = {"vocab": "vocabulary size of the LM", "embed": "embedding size",
 def add_backend_args(p) -> None:
     """``--backend``, ``--device``, ``--mixed-precision``, ``--jit-compile`` (bench cells and
     bench lm): both implementations run under the same settings."""
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.backends import BACKENDS, DEVICES, PRECISIONS
 
     p.add_argument("--backend", choices=BACKENDS, default=None,
@@ -31,6 +32,7 @@ def add_backend_args(p) -> None:
 
 
 def register(subparsers) -> None:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.cells import CELLS, DEFAULTS
 
     p = subparsers.add_parser(
@@ -71,10 +73,12 @@ def register(subparsers) -> None:
 
 
 def run_cells(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks import backends
     from keras_seq.benchmarks.cells import format_report, run_benchmark
 
     if backends.current_backend() == "tensorflow" and args.backend in (None, "tensorflow"):
+        # lazy: keeps `keras-seq --help` fast (loads TensorFlow)
         import tensorflow as tf
 
         tf.get_logger().setLevel("ERROR")  # one train function per model is expected

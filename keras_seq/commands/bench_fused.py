@@ -18,11 +18,13 @@ def register(subparsers) -> None:
 
 
 def run_fused(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     import json
 
     from keras_seq.commands._common import check_run_arg
 
     check_run_arg(args.run_dir, "lm")
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.fused import format_report, run_fused_benchmark
 
     for flag, value in (("--seq-length", args.seq_length), ("--tokens", args.tokens),

@@ -77,6 +77,7 @@ def register(subparsers) -> None:
 
 
 def run_lm(args) -> int:
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
     from keras_seq.benchmarks.lm import format_bench, run_bench
 
     if args.strategy:
@@ -106,6 +107,7 @@ def run_lm(args) -> int:
 
 
 def run_lm_speed(args) -> int:
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
     import contextlib
     import sys
 
@@ -138,6 +140,7 @@ def run_lm_speed(args) -> int:
 
 
 def run_lm_scaling(args) -> int:
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
     from keras_seq.benchmarks.scaling import format_scaling, run_scaling
 
     strategies = [x.strip() for x in args.strategy.split(",") if x.strip()]

@@ -22,6 +22,7 @@ def register(subparsers) -> None:
 
 
 def run_ngram(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.ngram import format_bench, run_bench
     from keras_seq.ngram.counts import check_order
 

@@ -30,11 +30,13 @@ def register(subparsers) -> None:
 
 
 def run_seq2seq(args) -> int:
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
     from keras_seq.benchmarks.seq2seq import dates_bench, reversal_bench
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     unknown = [t for t in tasks if t not in ("reverse", "dates")]
     if unknown or not tasks:
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.errors import KerasSeqError
 
         raise KerasSeqError(f"--tasks got {args.tasks!r}; expected reverse, dates or both "
@@ -52,6 +54,7 @@ def run_seq2seq(args) -> int:
         out["dates"] = dates_bench(args.out, minutes=args.dates_minutes, seed=args.seed,
                                    fresh=args.fresh, verbose=verbose, printer=printer)
     if args.json:
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.atomic import json_safe
 
         print_json(json_safe(out))

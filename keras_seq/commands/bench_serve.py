@@ -29,6 +29,7 @@ def register(subparsers) -> None:
 
 
 def run_serve(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     import json
     import sys
 
@@ -36,6 +37,7 @@ def run_serve(args) -> int:
 
     if args.run_dir:
         check_run_arg(args.run_dir, "lm")
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.serve import format_report, run_serve_benchmark
 
     if not 0 < args.seconds <= 3600:

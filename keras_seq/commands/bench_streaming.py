@@ -25,11 +25,13 @@ def register(subparsers) -> None:
 
 
 def run_streaming(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     import json
 
     from keras_seq.commands._common import check_run_arg
 
     check_run_arg(args.run_dir, "lm")
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.streaming import format_report, plot_report, run_streaming_benchmark
 
     if args.tokens < 1:

@@ -21,6 +21,7 @@ SEEDS = comma_list(kind=number(int, FLAG_RANGES["seed"]))  # "1,2,3", each a val
 
 
 def register(subparsers) -> None:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.task_shapes import CLASSIFIERS
 
     p = subparsers.add_parser("classify", help="seed 004's table: LSTM 128/512, BiLSTM and "
@@ -70,6 +71,7 @@ def register(subparsers) -> None:
 
 
 def run_classify(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.task_shapes import bench_classify, format_classify
 
     extra = {k: getattr(args, k) for k in ("train_size", "length")
@@ -82,6 +84,7 @@ def run_classify(args) -> int:
 
 
 def run_tag(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.task_shapes import bench_tag, format_tag
 
     out = bench_tag(args.out, units_bi=args.units, seeds=_ints(args.seeds),
@@ -91,6 +94,7 @@ def run_tag(args) -> int:
 
 
 def run_conditioned(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.task_shapes import bench_conditioned, format_conditioned
 
     out = bench_conditioned(args.out, seeds=_ints(args.seeds), minutes=args.minutes,

@@ -26,6 +26,7 @@ def register(subparsers) -> None:
 
 
 def run_demo(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.runtime.demo import run_demo
 
     return run_demo(args.model, tokenizer=args.tokenizer, threads=args.threads, top=args.top,

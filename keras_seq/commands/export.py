@@ -18,6 +18,7 @@ def _needs_tensorflow(command, kind: str):
     trained under any backend loads there)."""
     @functools.wraps(command)
     def run(args):
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.backend import require_tensorflow_backend
 
         check_run_arg(args.run_dir, kind)
@@ -85,6 +86,7 @@ def register(subparsers) -> None:
 
 
 def run_classifier(args) -> int:
+    # lazy: keeps `keras-seq --help` fast (loads Keras, TensorFlow)
     import sys
     from pathlib import Path
 
@@ -116,6 +118,7 @@ def run_classifier(args) -> int:
 
 
 def run_tagger(args) -> int:
+    # lazy: keeps `keras-seq --help` fast (loads Keras, TensorFlow)
     from keras_seq.export.classifier_tagger import export_tagger
 
     export_tagger(args.run_dir, args.out)
@@ -123,6 +126,7 @@ def run_tagger(args) -> int:
 
 
 def run_seq2seq(args) -> int:
+    # lazy: keeps `keras-seq --help` fast (loads TensorFlow)
     from keras_seq.tasks.seq2seq.export import export_run
 
     path = export_run(args.run_dir, args.out)
@@ -131,6 +135,7 @@ def run_seq2seq(args) -> int:
 
 
 def run_saved_model(args) -> int:
+    # lazy: keeps `keras-seq --help` fast (loads Keras, TensorFlow)
     from keras_seq.export.saved_model import export_saved_model
 
     export_saved_model(args.run_dir, args.out)
@@ -138,6 +143,7 @@ def run_saved_model(args) -> int:
 
 
 def run_tflite(args) -> int:
+    # lazy: keeps `keras-seq --help` fast (loads Keras, TensorFlow)
     import sys
 
     from keras_seq.export.tflite import export_tflite

@@ -81,6 +81,7 @@ def run_train(args) -> int:
     check_train_dir(args.run_dir)
     check_config(config_from_args(args))
     use_backend(args)
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
     from keras_seq.tasks.lm.task import format_results, train_lm
 
     config = config_from_args(args)
@@ -92,6 +93,7 @@ def run_train(args) -> int:
 
 def run_eval(args) -> int:
     check_run_arg(args.run_dir, "lm")
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
     from keras_seq.tasks.lm.evaluation import evaluate_run
 
     result = evaluate_run(args.run_dir, args.split)
@@ -106,6 +108,7 @@ def run_eval(args) -> int:
 
 
 def run_generate(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.sampling import make_sampler
 
     kind = check_run_arg(args.run_dir, "lm", "conditioned", command="generate",
@@ -114,6 +117,7 @@ def run_generate(args) -> int:
     if kind == "conditioned":
         return _generate_conditioned(args, make_sampler(args.sampler, args.temperature,
                                                         args.top_k, args.top_p))
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
     from keras_seq.tasks.lm.evaluation import generate_tokens, load_run, stream_to_stdout
 
     _, tokenizer, model = load_run(args.run_dir)
@@ -126,6 +130,7 @@ def run_generate(args) -> int:
 
 
 def _generate_conditioned(args, sampler) -> int:
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
     from keras_seq.errors import KerasSeqError
     from keras_seq.tasks.conditioned.task import generate_text, load_run
 
@@ -145,6 +150,7 @@ def _generate_conditioned(args, sampler) -> int:
 
 def _evaluate_ngram_like(arpa_path: str, run_dir: str, split: str):
     """Score an ARPA model on the corpus and split of ``run_dir``, tokenized as it was trained."""
+    # lazy: keeps `keras-seq --help` fast
     from pathlib import Path
 
     from keras_seq.ngram.arpa import read_arpa
@@ -163,10 +169,12 @@ def _evaluate_ngram_like(arpa_path: str, run_dir: str, split: str):
 
 
 def run_compare(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.commands._common import print_table
     from keras_seq.metrics import check_comparable
     for run in args.runs:
         check_run_arg(run, "lm")
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
     from keras_seq.tasks.lm.evaluation import evaluate_run
 
     results = [evaluate_run(run, args.split) for run in args.runs]
@@ -176,6 +184,7 @@ def run_compare(args) -> int:
     rows = [{"model": r.model, "tokens": r.tokens, "nats": r.nats, "ppl": r.ppl}
             for r in results]
     if args.plot:
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.analysis.curves import plot_learning_curves
 
         reference = {results[-1].model: results[-1].ppl} if args.ngram else None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 
 def add_memory_args(p) -> None:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.analysis.memory import DISTANCES, MEMORY_CELLS
     from keras_seq.data.probes import TASKS
 
@@ -78,6 +79,7 @@ def register(subparsers) -> None:
 
 
 def _emit(args, payload, rows, name, plot_fn):
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.commands._common import print_json, print_table
 
     if args.out:
@@ -94,6 +96,7 @@ def _emit(args, payload, rows, name, plot_fn):
 
 
 def run_memory(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.analysis import memory as M
 
     printer = (lambda s: print(s, file=sys.stderr)) if args.json else print
@@ -108,6 +111,7 @@ def run_memory(args) -> int:
 
 
 def run_gradients(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.analysis import gradients as G
 
     if args.clipping:

@@ -77,6 +77,7 @@ def register(subparsers) -> None:
 
 
 def _progress(total: int, desc: str):
+    # lazy: keeps `keras-seq --help` fast (loads tqdm)
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="lines", disable=None if total > 200_000 else True,
@@ -84,6 +85,7 @@ def _progress(total: int, desc: str):
 
 
 def run_train(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.ngram.arpa import write_arpa
     from keras_seq.ngram.counts import NgramCounts, Vocabulary, check_order
     from keras_seq.ngram.data import load_tokenized
@@ -122,6 +124,7 @@ def run_train(args) -> int:
 
 
 def run_eval(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.errors import DataError
     from keras_seq.ngram.arpa import read_arpa
     from keras_seq.ngram.data import load_tokenized
@@ -170,6 +173,7 @@ def run_eval(args) -> int:
 
 
 def run_sparsity(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.ngram import sparsity
     from keras_seq.ngram.counts import check_order
     from keras_seq.ngram.data import load_tokenized
@@ -181,6 +185,7 @@ def run_sparsity(args) -> int:
                           data_dir=args.data_dir)
     held = data.lines(args.split)
     if not held:
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.errors import DataError
 
         raise DataError(f"the {args.split} split of {data.corpus.name!r} has no tokens; "
@@ -200,6 +205,7 @@ def run_sparsity(args) -> int:
 
 
 def run_generate(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.ngram.arpa import read_arpa
 
     if args.max_tokens < 1:
@@ -211,6 +217,7 @@ def run_generate(args) -> int:
 
 
 def run_next(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.ngram.arpa import read_arpa
 
     model = read_arpa(args.model)

@@ -33,6 +33,7 @@ def register(subparsers) -> None:
 
 
 def run_pipeline(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.pipeline import run_pipeline
 
     if args.minutes <= 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 def register(subparsers) -> None:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.analysis.report import SECTIONS
 
     p = subparsers.add_parser(
@@ -36,12 +37,14 @@ def register(subparsers) -> None:
 
 
 def run_report(args) -> int:
+    # lazy: keeps `keras-seq --help` fast (loads TensorFlow)
     import tensorflow as tf
 
     from keras_seq.analysis.report import run_report
 
     tf.get_logger().setLevel("ERROR")
     if args.combine:
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.analysis.report import combine_reports
 
         print(f"report: {combine_reports(args.out, *args.combine)}")
@@ -49,6 +52,7 @@ def run_report(args) -> int:
     preset = "tiny" if args.tiny else "quick" if args.quick else "full"
     overrides = None
     if args.memory_max_minutes is not None:
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.analysis.report import PRESETS
 
         overrides = {"memory": {**PRESETS[preset]["memory"],

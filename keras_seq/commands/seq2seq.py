@@ -73,6 +73,7 @@ def run_train(args) -> int:
     check_train_dir(args.run_dir)
     check_args(args)
     use_backend(args)
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
     from keras_seq.tasks.seq2seq.task import format_results, train_seq2seq
 
     config = config_from_args(args)
@@ -84,12 +85,14 @@ def run_train(args) -> int:
 
 def run_eval(args) -> int:
     check_run_arg(args.run_dir, "seq2seq")
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
     from keras_seq.tasks.seq2seq.evaluation import evaluate_run
 
     result = evaluate_run(args.run_dir, args.split, beam=args.beam,
                           length_penalty=args.length_penalty, plot_dir=args.plot,
                           limit=args.limit, progress=not args.json)
     if args.json:
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.atomic import json_safe
 
         print_json(json_safe(result))
@@ -111,6 +114,7 @@ def run_eval(args) -> int:
 
 def run_translate(args) -> int:
     check_run_arg(args.run_dir, "seq2seq")
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
     from keras_seq.tasks.seq2seq.decoding import translate
     from keras_seq.tasks.seq2seq.evaluation import load_run
 
@@ -118,6 +122,7 @@ def run_translate(args) -> int:
         return run_export(args)
     texts = args.text or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not texts:
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.errors import KerasSeqError
 
         raise KerasSeqError("nothing to translate; pass the text as an argument or on stdin")
@@ -134,9 +139,11 @@ def run_translate(args) -> int:
 
 
 def run_export(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.backend import require_tensorflow_backend
 
     require_tensorflow_backend("translate --export")
+    # lazy: keeps `keras-seq --help` fast (loads TensorFlow)
     import tensorflow as tf
 
     from keras_seq.tasks.seq2seq.export import export_run

@@ -85,10 +85,12 @@ def register(subparsers) -> None:
 
 
 def run_serve(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.backend import require_tensorflow
 
     require_tensorflow("serving (SavedModels are loaded with TensorFlow)")
     if args.publish:
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.serving.layout import publish_saved_model
 
         if not args.model_name or len(args.model_name) != 1:
@@ -101,11 +103,13 @@ def run_serve(args) -> int:
         return 0
     if args.version is not None:
         raise ValueError("--version only applies to --publish")
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.serving.layout import check_model_name
 
     for name in args.model_name or []:
         check_model_name(name)
     _check_model_base(args)
+    # lazy: keeps `keras-seq --help` fast (loads FastAPI)
     from keras_seq.serving.app import ServeConfig, run_server
     from keras_seq.serving.codec import Limits
 
@@ -128,6 +132,7 @@ def run_serve(args) -> int:
 def _check_model_base(args) -> None:
     """Refuse a model base that is not a folder; warn, as TF Serving's log does, about each
     model that has no servable version yet (the server picks versions up as they appear)."""
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.errors import KerasSeqError
     from keras_seq.serving.layout import discover_models, list_versions
 

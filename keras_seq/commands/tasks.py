@@ -90,6 +90,7 @@ def run_train(args) -> int:
     check_config(config_cls.from_dict(config_overrides(args, config_cls,
                                                        config_cls().to_dict())))
     use_backend(args)
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.training.trainer import format_results, train
 
     config = config_cls.from_dict(config_overrides(args, config_cls, config_cls().to_dict()))
@@ -118,6 +119,7 @@ def run_eval(args) -> int:
         return 0
     report = result["report"]
     if args.kind == "classify":
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.tasks.classify.metrics import confusion_table
 
         print(f"{args.split} ({result['n']:,} examples): accuracy "
@@ -128,6 +130,7 @@ def run_eval(args) -> int:
                          for g, v in result["by_group"].items()])
         print(f"confusion matrix: {result['confusion_png']}")
     else:
+        # lazy: keeps `keras-seq --help` fast
         from keras_seq.tasks.tag.metrics import format_report
 
         print(f"{args.split} ({result['n']:,} sentences)")
@@ -136,6 +139,7 @@ def run_eval(args) -> int:
 
 
 def run_predict(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.errors import KerasSeqError
 
     kind = check_run_arg(args.run_dir, *PREDICTS, command="predict",
@@ -162,6 +166,7 @@ def run_predict(args) -> int:
                 shown = ", ".join(f"{name} {s:.3f}" for name, s in zip(r["labels"], r["scores"]))
                 print(f"{shown}\t{r['text']}")
         return 0
+    # lazy: keeps `keras-seq --help` fast
     from keras_seq.tasks.tag.data import restore_punct
 
     sentences = [text.split() for text in texts]
@@ -176,6 +181,7 @@ def run_predict(args) -> int:
         for r in rows:
             print(" ".join(f"{w}/{t}" for w, t in zip(r["tokens"], r["tags"])))
         if config.data.startswith("restore-punct"):
+            # lazy: keeps `keras-seq --help` fast
             from keras_seq.tasks.tag.data import restore_text
 
             for r in rows:

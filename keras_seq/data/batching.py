@@ -94,6 +94,7 @@ def stream_dataset(ids, batch_size: int, bptt: int, max_batches: int | None = No
 
     ``max_batches`` keeps only the first batches of the stream.
     """
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.data.pydatasets import StreamBatches
 
     x, y = stream_arrays(ids, batch_size, bptt)

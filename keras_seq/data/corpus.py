@@ -22,6 +22,7 @@ True
 from __future__ import annotations
 
 import hashlib
+import lzma
 import os
 import re
 import zipfile
@@ -225,6 +226,7 @@ def python_docs_text() -> str:
     (code, grammar rules) are dropped; the lines of each paragraph are joined, so one
     line holds one paragraph.
     """
+    # lazy: loads the pydoc topics only when this runs
     from pydoc_data.topics import topics
 
     paragraphs: list[str] = []
@@ -283,6 +285,7 @@ def fetch(remote: RemoteFile, data_dir: str | os.PathLike | None = None) -> Path
                 )
             return path
     try:
+        # lazy: Keras is imported once the backend is chosen
         import keras
 
         return Path(
@@ -307,8 +310,6 @@ def read_bundled(remote: RemoteFile) -> bytes | None:
     ``None`` when the file has no bundled copy (or the package was installed without it)."""
     if remote.bundled is None or not (BUNDLED_DIR / remote.bundled).is_file():
         return None
-    import lzma
-
     path = BUNDLED_DIR / remote.bundled
     try:
         raw = lzma.decompress(path.read_bytes())

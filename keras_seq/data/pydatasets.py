@@ -102,6 +102,7 @@ class ShuffledBatches(keras.utils.PyDataset):
 
 def open_spec(value):
     """The ``tf.TensorSpec`` structure of a batch with every dimension left open."""
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     if isinstance(value, (tuple, list)):
@@ -119,6 +120,7 @@ def fit_input(dataset):
     """
     if dataset.fixed_shapes or keras.backend.backend() != "tensorflow":
         return dataset
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     def items():

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import inspect
 import json
 import re
 from pathlib import Path
@@ -52,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from keras_seq.atomic import write_text_atomic
+from keras_seq.backend import installed, require_tensorflow
 from keras_seq.errors import DataError
 
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
@@ -233,6 +235,7 @@ class Tokenizer:
 
     # -- in-graph path --------------------------------------------------------------------
     def _lookup_table(self):
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         if self._graph_tables is None:
@@ -269,6 +272,7 @@ def _split_words(text: str, lower: bool) -> list[str]:
 
 def _tf_split_words(texts, lower: bool):
     """In-graph twin of :func:`_split_words`: ``(B,)`` strings → ragged ``(B, None)`` words."""
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     texts = tf.strings.regex_replace(texts, _MARKERS.pattern, " ")
@@ -397,6 +401,7 @@ class CharTokenizer(Tokenizer):
         return "".join(t for t in self.ids_to_tokens(ids) if t != PAD)
 
     def tf_encode(self, texts):
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         chars = tf.strings.unicode_split(texts, "UTF-8")
@@ -405,14 +410,13 @@ class CharTokenizer(Tokenizer):
 
 def _tf_text():
     """``tensorflow_text``, or a one-line error saying subword tokenization needs it."""
-    from keras_seq.backend import installed, require_tensorflow
-
     what = "subword tokenization (WordPiece via tensorflow-text)"
     hint = " (or use --tokenizer char or word)"
     require_tensorflow(what, "tensorflow tensorflow-text", hint)
     if not installed("tensorflow_text"):
         raise DataError(f"{what} needs tensorflow-text, which is not installed: "
                         f"pip install tensorflow-text{hint}")
+    # lazy: loads TF-Text only when this runs
     import tensorflow_text
 
     return tensorflow_text
@@ -449,6 +453,7 @@ class SubwordTokenizer(Tokenizer):
 
     def fit(self, text: str) -> SubwordTokenizer:
         _tf_text()
+        # lazy: loads TF-Text only when this runs
         from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as lib
 
         counts = collections.Counter(
@@ -477,6 +482,7 @@ class SubwordTokenizer(Tokenizer):
         limit = self.options["vocab_size"]
         if len(vocab) <= limit:
             return vocab
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         tf_text = _tf_text()
@@ -522,6 +528,7 @@ class SubwordTokenizer(Tokenizer):
         if not words:
             return []
         tokenizer = self._tokenizer()  # says so when TensorFlow is missing
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         pieces = tokenizer.tokenize(tf.constant(words, dtype=tf.string))
@@ -554,6 +561,7 @@ class SubwordTokenizer(Tokenizer):
 
     def tf_encode(self, texts):
         tokenizer = self._tokenizer()
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         words = _tf_split_words(texts, self.options["lower"])
@@ -602,7 +610,6 @@ def make_tokenizer(kind: str, **options) -> Tokenizer:
     if not isinstance(kind, str) or kind not in KINDS:
         raise DataError(f"unknown tokenizer {kind!r}; expected one of {', '.join(KINDS)}")
     cls = KINDS[kind]
-    import inspect
 
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
     unknown = {k for k, v in options.items() if v is not None and k not in accepted}
@@ -665,7 +672,6 @@ def _tokenizer_from_dict(data: dict, target: Path) -> Tokenizer:
     if not isinstance(kind, str) or kind not in KINDS:
         raise DataError(f"{target} names tokenizer kind {kind!r}; expected one of "
                         f"{', '.join(KINDS)}")
-    import inspect
 
     accepted = set(inspect.signature(KINDS[kind].__init__).parameters) - {"self"}
     if not isinstance(options, dict) or set(options) - accepted:

@@ -50,8 +50,10 @@ import tensorflow as tf
 
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.graphs import FrozenWeights, LMGraphs
+from keras_seq.export.tflite import convert, op_list
 from keras_seq.runtime.classifier import StreamingClassifier
 from keras_seq.runtime.metadata import write_metadata
+from keras_seq.tasks.classify.task import encode_texts, task_data
 
 FORMAT = "keras-seq-saved-model"
 STEP_VARIANTS = ("float32", "float16", "dynamic")
@@ -143,6 +145,7 @@ def export_classifier(run_dir, out_dir, printer=print, model=None, tokenizer=Non
     """Write the classifier of the run in ``run_dir`` as a SavedModel to ``out_dir``
     (replaced if it is a SavedModel). Returns ``out_dir``."""
     if model is None:
+        # lazy: the classify and tag tasks' load_run share a name
         from keras_seq.tasks.classify.task import load_run
 
         config, tokenizer, labels, model = load_run(run_dir)
@@ -205,6 +208,7 @@ def export_tagger(run_dir, out_dir, printer=print, model=None, tokenizer=None,
                   tags=None) -> Path:
     """Write the tagger of the run in ``run_dir`` as a SavedModel to ``out_dir``."""
     if model is None:
+        # lazy: the classify and tag tasks' load_run share a name
         from keras_seq.tasks.tag.task import load_run
 
         _, tokenizer, tags, model = load_run(run_dir)
@@ -264,8 +268,6 @@ def step_parity(model_path, model, tokenizer, texts, max_len=None) -> dict:
     text; ``max_abs_streaming``: the same over the scores after every token (vs Keras on
     each prefix); ``argmax_agreement``: share of texts whose final top label agrees.
     """
-    from keras_seq.tasks.classify.task import encode_texts
-
     clf = StreamingClassifier(model_path, tokenizer=tokenizer)
     finals, streams, agree, tokens = [], [], 0, 0
     for ids in encode_texts(tokenizer, texts, max_len):
@@ -280,8 +282,6 @@ def step_parity(model_path, model, tokenizer, texts, max_len=None) -> dict:
 
 
 def _parity_texts(config, n: int) -> list[str]:
-    from keras_seq.tasks.classify.task import task_data
-
     splits = task_data(config).splits
     for split in ("test", "val", "train"):
         if splits.get(split):
@@ -308,6 +308,7 @@ def export_classifier_tflite(run_dir, out_dir, variants=("float32", "dynamic"),
     """
     started = time.perf_counter()
     if model is None:
+        # lazy: the classify and tag tasks' load_run share a name
         from keras_seq.tasks.classify.task import load_run
 
         config, tokenizer, labels, model = load_run(run_dir)
@@ -317,7 +318,6 @@ def export_classifier_tflite(run_dir, out_dir, variants=("float32", "dynamic"),
         raise KerasSeqError(f"unknown variant(s) {', '.join(sorted(bad)) or '(none given)'}; "
                             f"the streaming classifier exports {', '.join(STEP_VARIANTS)}")
     _check_tokenizer(tokenizer, model)
-    from keras_seq.export.tflite import convert, op_list
 
     graphs = LMGraphs(model, output="scores")
     max_len = getattr(config, "max_len", None)

@@ -37,6 +37,7 @@ import tensorflow as tf
 
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.graphs import FrozenWeights, LMGraphs
+from keras_seq.tasks.lm.evaluation import load_run
 
 SIGNATURES = ("score", "next_tokens", "generate", "step")
 _INPUTS = {
@@ -197,8 +198,6 @@ def _add_dynamic_sequence(graphs: LMGraphs) -> None:
 def export_saved_model(run_dir, out_dir, printer=print, model=None, tokenizer=None) -> Path:
     """Write the SavedModel of the run in ``run_dir`` to ``out_dir`` (replaced if present)."""
     if model is None:
-        from keras_seq.tasks.lm.evaluation import load_run
-
         _, tokenizer, model = load_run(run_dir)
     out_dir = Path(out_dir)
     if out_dir.exists():

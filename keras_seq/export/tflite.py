@@ -42,7 +42,10 @@ import tensorflow as tf
 
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.graphs import FrozenWeights, LMGraphs
+from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.runtime.metadata import write_metadata
+from keras_seq.tasks.lm.data import corpus_for
+from keras_seq.tasks.lm.evaluation import evaluate_stream, load_run
 
 VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
 DEFAULT_GRAPHS = ("step", "step_fused", "sequence", "sequence_fused")
@@ -142,6 +145,7 @@ def convert(saved_dir, signature: str, variant: str, representative=None) -> tup
 
 
 def _interpreter(model: bytes | str | Path):
+    # lazy: loads LiteRT only when this runs
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     kwargs = {"model_content": model} if isinstance(model, bytes) else {"model_path": str(model)}
@@ -241,8 +245,6 @@ def representative_data(graphs: LMGraphs, ids, graph: str, info: dict, max_sampl
 
 def keras_log_probs(model, ids: np.ndarray) -> np.ndarray:
     """Keras reference: log-probs of every next token of ``ids`` from a zero state."""
-    from keras_seq.tasks.lm.evaluation import evaluate_stream
-
     return evaluate_stream(model, ids, bptt=64)[0]
 
 
@@ -254,8 +256,6 @@ def keras_logits(model, ids: np.ndarray) -> np.ndarray:
 
 def tflite_logits(path, ids: np.ndarray, tokenizer) -> np.ndarray:
     """Logits of a step or sequence TFLite model over ``ids`` from a zero state."""
-    from keras_seq.runtime.litert import LiteRTLM
-
     lm = LiteRTLM(path, tokenizer=tokenizer)
     if lm.graph.startswith("step"):
         return np.stack([lm.step(int(t)).copy() for t in ids])
@@ -278,8 +278,6 @@ def tflite_logits(path, ids: np.ndarray, tokenizer) -> np.ndarray:
 def parity(model_path, tokenizer, ref_logits: np.ndarray, logit_ids: np.ndarray,
            val_ids: np.ndarray, ref_ppl: float) -> dict:
     """Max |Δlogits| vs Keras on ``logit_ids`` and PPL on ``val_ids`` through the model."""
-    from keras_seq.runtime.litert import LiteRTLM
-
     got = tflite_logits(model_path, logit_ids, tokenizer)
     lm = LiteRTLM(model_path, tokenizer=tokenizer)
     t0 = time.perf_counter()
@@ -304,8 +302,6 @@ def export_ids(config, tokenizer, calib_tokens: int = 200, parity_tokens: int = 
     end of training when there is none) capped at ``val_tokens``; ``logit_ids`` its first
     ``parity_tokens``. Each starts with the end-of-line token, as a stream does.
     """
-    from keras_seq.tasks.lm.data import corpus_for
-
     corpus = corpus_for(config)
     train_ids = tokenizer.encode(corpus.text("train")[:200_000])
     val_text = corpus.text("val")
@@ -339,8 +335,6 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
 
     Returns the manifest (also written to ``out_dir/manifest.json``).
     """
-    from keras_seq.tasks.lm.evaluation import load_run
-
     started = time.perf_counter()
     if model is None:
         config, tokenizer, model = load_run(run_dir)

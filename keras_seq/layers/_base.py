@@ -40,6 +40,7 @@ def read(variable):
     """
     value = ops.convert_to_tensor(variable)
     if keras.backend.backend() == "tensorflow":
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         return tf.convert_to_tensor(value)
@@ -368,6 +369,7 @@ class FastRNN(keras.layers.RNN):
                 result = kernel()
                 self.last_path = "cudnn"
                 return result
+            # lazy: loads TensorFlow only when this runs
             import tensorflow as tf  # only the TensorFlow backend reaches here with a mask
 
             def loop():
@@ -412,6 +414,7 @@ class FastRNN(keras.layers.RNN):
             return cell.recurrent_step(x_t, list(states), params, rec_mask)
 
         if tensorflow:
+            # lazy: loads TensorFlow only when this runs
             from keras_seq.layers._fast_rnn import fast_rnn
 
             return fast_rnn(
@@ -420,6 +423,7 @@ class FastRNN(keras.layers.RNN):
                 return_sequences=self.return_sequences,
                 zero_output_for_mask=self.zero_output_for_mask,
             )
+        # lazy: Keras is imported once the backend is chosen
         from keras.src import backend
 
         return backend.rnn(

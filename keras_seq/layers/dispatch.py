@@ -52,14 +52,17 @@ def gpu_available() -> bool:
     (asked once per process: every layer call consults it)."""
     backend = keras.backend.backend()
     if backend == "tensorflow":
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         return bool(tf.config.list_logical_devices("GPU"))
     if backend == "jax":
+        # lazy: loads JAX only when this runs
         import jax
 
         return jax.default_backend() == "gpu"
     if backend == "torch":
+        # lazy: loads PyTorch only when this runs
         import torch
 
         return torch.cuda.is_available() and torch.backends.cudnn.is_available()

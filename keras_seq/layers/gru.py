@@ -147,6 +147,7 @@ class GRUCell(BaseCell):
     cudnn_kind = "gru"
 
     def cudnn_sequence(self, sequences, states, mask, params, return_sequences, go_backwards):
+        # lazy: Keras is imported once the backend is chosen
         from keras.src import backend
 
         if keras.backend.backend() == "torch":
@@ -170,6 +171,7 @@ class GRUCell(BaseCell):
         return names == ("tanh", "sigmoid")
 
     def fused_sequence(self, xs, states, params):
+        # lazy: loads TensorFlow only when this runs
         from keras_seq.layers import _fused  # TensorFlow only
 
         hs, h = _fused.gru_sequence(

@@ -147,6 +147,7 @@ class LSTMCell(BaseCell):
     cudnn_kind = "lstm"
 
     def cudnn_sequence(self, sequences, states, mask, params, return_sequences, go_backwards):
+        # lazy: Keras is imported once the backend is chosen
         from keras.src import backend
 
         if keras.backend.backend() == "torch":
@@ -174,6 +175,7 @@ class LSTMCell(BaseCell):
         return names == ("tanh", "sigmoid")
 
     def fused_sequence(self, xs, states, params):
+        # lazy: loads TensorFlow only when this runs
         from keras_seq.layers import _fused  # TensorFlow only
 
         hs, h, c = _fused.lstm_sequence(

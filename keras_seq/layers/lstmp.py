@@ -140,6 +140,7 @@ class LSTMPCell(LSTMCell):
         return h, [h, c]
 
     def fused_sequence(self, xs, states, params):
+        # lazy: loads TensorFlow only when this runs
         from keras_seq.layers import _fused  # TensorFlow only
 
         # xs (T, B, G·U); states [h (B, P), c (B, U)] -> hs (T, B, P)

@@ -90,6 +90,7 @@ class SimpleRNNCell(BaseCell):
         return activation_name(self.activation) in ("tanh", "relu")
 
     def fused_sequence(self, xs, states, params):
+        # lazy: loads TensorFlow only when this runs
         from keras_seq.layers import _fused  # TensorFlow only
 
         relu = activation_name(self.activation) == "relu"

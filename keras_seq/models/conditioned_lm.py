@@ -233,6 +233,7 @@ class ConditionedLM(keras.Model):
 
             self._step_fn, self._init_fn = last_step, self.initial_states
             if keras.backend.backend() == "tensorflow":  # a graph per shape, not eager ops
+                # lazy: loads TensorFlow only when this runs
                 import tensorflow as tf
 
                 self._step_fn = tf.function(last_step, reduce_retracing=True)

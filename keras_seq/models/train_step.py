@@ -44,6 +44,7 @@ _PENDING = threading.local()
 def dense(grad):
     """A gradient as a dense tensor (TensorFlow gives embeddings ``IndexedSlices``)."""
     if type(grad).__name__ == "IndexedSlices":
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         return tf.convert_to_tensor(grad)
@@ -71,6 +72,7 @@ def _presum_if_clipping(grads, optimizer):
                    ("clipnorm", "global_clipnorm", "clipvalue"))
     if not clipping or keras.backend.backend() != "tensorflow":
         return grads, grads
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     context = tf.distribute.get_replica_context()
@@ -105,6 +107,7 @@ def replica_seeds(model, fn):
     replica ends in the same (checkpointable) seed state. Replica 0 draws what one device
     would.
     """
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     generators = seed_generators(model)
@@ -126,6 +129,7 @@ def _own_masks_per_replica(model, step):
     (:func:`replica_seeds`) when there are several."""
     if keras.backend.backend() != "tensorflow":
         return step()
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     if tf.distribute.get_replica_context() is None or \

@@ -72,6 +72,7 @@ import numpy as np
 
 from keras_seq.atomic import fsync_dir
 from keras_seq.errors import DataError, KerasSeqError
+from keras_seq.ngram.arpa import write_arpa
 from keras_seq.ngram.backoff import BackoffModel, backoff_log10probs
 from keras_seq.ngram.counts import (
     BOS,
@@ -811,7 +812,6 @@ def model_size_bytes(model) -> int:
     """Bytes on disk: a CompactNgram's file, or the ARPA text a BackoffModel writes."""
     if isinstance(model, CompactNgram):
         return model.size_bytes
-    from keras_seq.ngram.arpa import write_arpa
 
     sink = _CountingWriter()
     write_arpa(model, sink)

@@ -135,9 +135,11 @@ def to_json(rows: list[dict], **extra) -> str:
 
 def plot(rows: list[dict], path: str, title: str = "") -> str:
     """Save a two-panel PNG: unseen shares and perplexity by order. Returns ``path``."""
+    # lazy: loads matplotlib only when this runs
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: loads matplotlib only when this runs
     import matplotlib.pyplot as plt
 
     n = [r["order"] for r in rows]

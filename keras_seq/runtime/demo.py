@@ -21,6 +21,8 @@ Example (scripted)::
 from __future__ import annotations
 
 import sys
+import termios
+import tty
 
 import numpy as np
 
@@ -40,9 +42,6 @@ KEYS_HELP = ("keys: type; after each character the line shows completions of the
 
 def _keys_mode(lm: LiteRTLM, top: int, max_tokens: int, sampler, seed, stdin, out) -> int:
     """Keystroke mode for a real terminal (cbreak: one key at a time, no Enter needed)."""
-    import termios
-    import tty
-
     tok = lm.tokenizer
     fd = stdin.fileno()
     saved = termios.tcgetattr(fd)

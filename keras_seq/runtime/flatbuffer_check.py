@@ -105,6 +105,7 @@ _FIX = "Copy the file again, or re-export it with `keras-seq export tflite`"
 @functools.cache
 def _op_names() -> dict:
     try:  # LiteRT's generated schema: plain Python, no TensorFlow
+        # lazy: loads LiteRT only when this runs
         from ai_edge_litert.schema_py_generated import BuiltinOperator
     except ImportError:
         return {}

@@ -67,6 +67,7 @@ class LiteRTLM:
 
     def __init__(self, model_path: str | Path, tokenizer=None, num_threads: int = 1,
                  xnnpack: bool = True):
+        # lazy: loads LiteRT only when this runs
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
         self.path = Path(model_path)

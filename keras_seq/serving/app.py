@@ -347,6 +347,7 @@ def guarded_protocol(read_timeout_s: float, max_connections: int):
     >>> cls.read_timeout_s, cls.max_connections
     (10.0, 1000)
     """
+    # lazy: loads h11, uvicorn only when this runs
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -402,6 +403,7 @@ def _open_files_limit(wanted: int) -> int:
     """Raise the soft limit on open files towards ``wanted`` (up to the hard limit); the
     limit now (``wanted`` where there is no such limit)."""
     try:
+        # lazy: an optional dependency
         import resource
     except ImportError:  # not a POSIX system
         return wanted
@@ -420,6 +422,7 @@ def uvicorn_config(app, config: ServeConfig):
     """The ``uvicorn.Config`` the server runs ``app`` with: quiet logs, the h11 protocol
     with :func:`guarded_protocol`'s read timeout and connection cap (kept under the limit
     on open files, which it raises when it can)."""
+    # lazy: loads uvicorn only when this runs
     import uvicorn
 
     # open files: the connections, those accepted before the cap closes any (up to a few
@@ -435,6 +438,7 @@ def uvicorn_config(app, config: ServeConfig):
 
 def run_server(config: ServeConfig, printer=print) -> None:
     """Serve until SIGINT/SIGTERM; in-flight requests finish (up to graceful_timeout_s)."""
+    # lazy: loads uvicorn only when this runs
     import uvicorn
 
     if config.token is None and os.environ.get(TOKEN_ENV):

@@ -96,6 +96,7 @@ def publish_saved_model(saved_dir, model_base, name: str, version: int | None = 
 
 def _check_loads(folder: Path, saved_dir: Path, name: str, version: int) -> None:
     """Load the SavedModel copied to ``folder`` as the server does, or say why it does not."""
+    # lazy: servable imports this module
     from keras_seq.serving.servable import Servable
 
     try:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from keras_seq.serving.errors import not_found
 from keras_seq.serving.layout import check_model_name, discover_models, list_versions
+from keras_seq.serving.servable import Servable
 
 
 class _Model:
@@ -31,8 +32,6 @@ class ModelRegistry:
 
     def __init__(self, model_base, names=None, poll_interval: float = 1.0, loader=None,
                  printer=print):
-        from keras_seq.serving.servable import Servable
-
         self.base = Path(model_base)
         self.names = [check_model_name(n) for n in names] if names else None
         self.poll_interval = poll_interval

@@ -47,6 +47,7 @@ def _spec(name, spec) -> InputSpec:
 
 def _signature_defs(saved_dir: Path) -> dict:
     """The ``signature_def`` map of the SavedModel as TF Serving's metadata JSON prints it."""
+    # lazy: loads protobuf, TensorFlow only when this runs
     from google.protobuf import json_format
     from tensorflow.core.protobuf import saved_model_pb2
 
@@ -64,6 +65,7 @@ class Servable:
     """A SavedModel version loaded with ``tf.saved_model.load``."""
 
     def __init__(self, name: str, version: int, path, loaded=None):
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         self.name = name
@@ -96,6 +98,7 @@ class Servable:
     def run(self, signature: str, inputs: dict) -> dict:
         """Call ``signature`` on numpy ``inputs``; numpy outputs. TF's argument errors
         become 400s."""
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         info = self.signature(signature)

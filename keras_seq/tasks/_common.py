@@ -20,7 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_seq import runs
 from keras_seq.atomic import write_json_atomic
+from keras_seq.data.tokenizers import load_tokenizer
 from keras_seq.errors import DataError
 
 LABELS_FORMAT = "keras-seq-labels"
@@ -118,6 +120,7 @@ def split_evenly(batches, replicas: int):
     and the epoch's mean loss weighs it by ``m`` rows instead of ``n``: a small,
     reporting-only difference.)
     """
+    # lazy: Keras is imported once the backend is chosen
     from keras import tree
 
     out = []
@@ -150,10 +153,12 @@ def batches_dataset(batches, seed: int, shuffle: bool = True, skip: int = 0, str
     (:func:`keras_seq.training.distribute.example_dataset`): the same batches in the
     same order as on one device.
     """
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.data.pydatasets import ShuffledBatches, fit_input
 
     if strategy is None:
         return fit_input(ShuffledBatches(batches, seed, shuffle=shuffle, skip=skip))
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.training.distribute import example_dataset
 
     batches = split_evenly(batches, strategy.num_replicas_in_sync)
@@ -186,6 +191,7 @@ def fit_kwargs(train_batches, val_batches, seed: int, initial_epoch: int,
 
 def adam(config):
     """Adam at ``config.lr`` with global-norm clipping at ``config.clip_norm`` (if set)."""
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     clip = {"global_clipnorm": config.clip_norm} if config.clip_norm else {}
@@ -203,6 +209,7 @@ def compile_options(config) -> dict:
 def compile_for_labels(model, config, metric):
     """Compile with Adam (:func:`adam`) and sparse cross-entropy on logits; ``metric`` is
     reported over the weighted (real) targets."""
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     model.compile(optimizer=adam(config),
@@ -213,8 +220,7 @@ def compile_for_labels(model, config, metric):
 
 def load_labelled_run(run_dir, kind: str, config_cls, which: str = "best"):
     """``(config, tokenizer, labels, model)`` of a run whose labels are in ``labels.json``."""
-    from keras_seq import runs
-    from keras_seq.data.tokenizers import load_tokenizer
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.models import loading
 
     run_dir = runs.check_run_dir(run_dir, kind)

@@ -24,8 +24,13 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from keras_seq.atomic import write_text_atomic
 from keras_seq.layers.seeds import seed_generator_states
 from keras_seq.layers.state import reset_recurrent_states, state_variables
+from keras_seq.sampling import repetition_score
+from keras_seq.training import distribute
+from keras_seq.training.checkpoints import commit_epoch, committed_rows, csv_text
+from keras_seq.training.summaries import SummaryWriter, write_errors_named
 
 
 class ResetStatesCallback(keras.callbacks.Callback):
@@ -86,8 +91,6 @@ class RowStateResets(keras.callbacks.Callback):
             return
         self.rows_reset += int((~keep).sum())
         if replicas > 1:  # each replica's own rows, in its own copy of the state
-            from keras_seq.training import distribute
-
             states = distribute.replica_states(self.model, strategy)
             for rid, replica in states.items():
                 mask = keep[rid * per_replica:(rid + 1) * per_replica]
@@ -152,8 +155,6 @@ class GradientNormLogger(keras.callbacks.Callback):
         self._step = 0
 
     def on_train_begin(self, logs=None):
-        from keras_seq.training.summaries import SummaryWriter
-
         self._writer = SummaryWriter(self.log_dir)
         self._step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
 
@@ -281,8 +282,6 @@ class TrainingDiagnostics(keras.callbacks.Callback):
                           "fell. Try more dropout (--dropout), weight tying, a smaller model, "
                           "early stopping (keep the best checkpoint) or more data.")
         if self.sample_fn is not None:
-            from keras_seq.sampling import repetition_score
-
             tokens = self.sample_fn()
             score = repetition_score(tokens, n=4)
             logs_sample = " ".join(tokens[:30])
@@ -320,8 +319,6 @@ class RunCheckpoint(keras.callbacks.Callback):
         return self.run_dir / "checkpoints" / "last.keras"
 
     def on_epoch_end(self, epoch, logs=None):
-        from keras_seq.training.checkpoints import commit_epoch
-
         if self.nan_guard is not None and self.nan_guard.tripped:
             return
         logs = logs or {}
@@ -343,8 +340,6 @@ class TensorBoard(keras.callbacks.TensorBoard):
 
 def _naming_write_errors(method):
     def call(self, *args, **kwargs):
-        from keras_seq.training.summaries import write_errors_named
-
         with write_errors_named(self.log_dir):
             return method(self, *args, **kwargs)
 
@@ -372,8 +367,6 @@ class MetricsCSV(keras.callbacks.Callback):
     """
 
     def __init__(self, path: str | Path, epochs_done: int = 0, last_logs: dict | None = None):
-        from keras_seq.training.checkpoints import committed_rows
-
         super().__init__()
         self.path = Path(path)
         self.columns, self.rows, self.dropped = committed_rows(self.path, epochs_done)
@@ -391,9 +384,6 @@ class MetricsCSV(keras.callbacks.Callback):
             self._write()
 
     def _write(self) -> None:
-        from keras_seq.atomic import write_text_atomic
-        from keras_seq.training.checkpoints import csv_text
-
         write_text_atomic(self.path, csv_text(self.columns, self.rows))
 
     def _add(self, row: dict) -> None:

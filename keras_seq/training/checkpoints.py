@@ -39,6 +39,8 @@ import io
 import json
 import os
 import re
+import shutil
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,8 +80,6 @@ def save_model_atomic(model, path: str | Path) -> Path:
 
 def _link_atomic(source: Path, target: Path) -> None:
     """Make ``target`` the same file as ``source`` (a hard link, else a copy), atomically."""
-    import shutil
-
     with atomic_replace(target) as (tmp, crash):
         discard(tmp)
         try:
@@ -203,8 +203,6 @@ def resume_point(run_dir: str | Path) -> ResumePoint | None:
 
 
 def _newest_readable(run_dir: Path, folder: Path) -> ResumePoint:
-    import zipfile
-
     names = sorted((p for p in folder.glob("epoch-*.keras") if _EPOCH_FILE.match(p.name)),
                    reverse=True) if folder.is_dir() else []
     for path in names:

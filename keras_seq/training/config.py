@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from keras_seq import __version__
+from keras_seq.atomic import write_json_atomic
 from keras_seq.backend import BACKENDS, MIXED_PRECISION, mixed_precision_problem
 from keras_seq.errors import KerasSeqError
 
@@ -150,8 +151,6 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def save(self, path: str | Path) -> None:
-        from keras_seq.atomic import write_json_atomic
-
         write_json_atomic(path, {"kind": self.kind, **self.to_dict()})
 
     @classmethod

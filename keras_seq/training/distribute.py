@@ -30,10 +30,15 @@ TensorFlow backend only.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import json
+import socket
 
 import numpy as np
 
+from keras_seq.data.pydatasets import open_spec
 from keras_seq.errors import KerasSeqError
+from keras_seq.layers.state import state_variables
 from keras_seq.models.train_step import dense, replica_seeds
 from keras_seq.training.config import STRATEGIES
 
@@ -49,6 +54,7 @@ def make_strategy(name: str, devices=None):
     runtime; None: every GPU); ``multi-worker``: ``MultiWorkerMirroredStrategy``
     configured by ``TF_CONFIG``.
     """
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     if name == "one":
@@ -73,6 +79,7 @@ def device_names(count: int) -> list[str]:
     Physical devices are listed first: listing logical ones starts TensorFlow's runtime,
     after which no logical device can be made.
     """
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     if tf.config.list_physical_devices("GPU"):
@@ -121,6 +128,7 @@ class ReplicaRows:
 
     def window(self, k: int):
         """Window ``k`` as distributed values: replica ``r`` gets ``rows(r)`` of it."""
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         xk = self.x[k * self.global_batch:(k + 1) * self.global_batch]  # (B, T)
@@ -142,6 +150,7 @@ def stream_dataset(x, y, global_batch: int, strategy):
     replica's :meth:`ReplicaRows.rows`. Nothing depends on how TF would split a global
     batch.
     """
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     rows = ReplicaRows(x, y, global_batch, strategy)
@@ -178,12 +187,9 @@ def example_dataset(batches, strategy):
     width). Replicas of one step share the batch's padded width, so each replica's mean
     loss has the divisor one device's would have, over ``b`` rows instead of ``B``.
     """
-    import itertools
-
+    # lazy: loads TensorFlow, Keras only when this runs
     import tensorflow as tf
     from keras import tree
-
-    from keras_seq.data.pydatasets import open_spec
 
     replicas = strategy.num_replicas_in_sync
     local = local_replica_ids(strategy)
@@ -213,6 +219,7 @@ def make_train_window(model, strategy, global_tokens: int):
     ``global_tokens``: target tokens in one global window (``B·T``); each replica's loss
     is its summed cross-entropy over this, so the all-reduced gradient is the mean's.
     """
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
 
@@ -248,8 +255,6 @@ def replica_states(model, strategy) -> dict[int, list[np.ndarray]]:
 
     (A plain read outside replica context returns the first replica's copy only.)
     """
-    from keras_seq.layers.state import state_variables
-
     variables = state_variables(model)
     if not variables:
         return {}
@@ -261,9 +266,8 @@ def replica_states(model, strategy) -> dict[int, list[np.ndarray]]:
 
 def restore_replica_states(model, strategy, states: dict) -> None:
     """Write ``states`` (as :func:`replica_states` returns) back, each to its replica."""
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
-
-    from keras_seq.layers.state import state_variables
 
     variables = state_variables(model)
     if not variables:
@@ -282,6 +286,7 @@ def is_multi_worker(strategy) -> bool:
     """Whether ``strategy`` spans several worker processes."""
     if strategy is None:
         return False
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and \
@@ -311,6 +316,7 @@ def fit_workarounds(strategy):
     if not is_multi_worker(strategy):
         yield
         return
+    # lazy: loads TensorFlow, Keras only when this runs
     import tensorflow as tf
     from keras.src import tree
     from keras.src.backend.tensorflow import trainer as tf_trainer
@@ -350,8 +356,6 @@ def fit_workarounds(strategy):
 def localhost_cluster(workers: int) -> dict:
     """A ``TF_CONFIG`` cluster of ``workers`` processes on this host's free ports (tests,
     benchmarks, trying multi-worker on one machine)."""
-    import socket
-
     sockets = [socket.socket() for _ in range(workers)]
     for s in sockets:
         s.bind(("localhost", 0))
@@ -363,6 +367,4 @@ def localhost_cluster(workers: int) -> dict:
 
 def tf_config(cluster: dict, index: int) -> str:
     """The ``TF_CONFIG`` value of worker ``index`` of ``cluster``."""
-    import json
-
     return json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 
 from keras_seq.backend import tensorflow_available, to_numpy
+from keras_seq.errors import RunWriteError
 
 __all__ = ["SummaryWriter", "to_numpy", "write_errors_named"]
 
@@ -32,12 +33,11 @@ def write_errors_named(log_dir):
     except Exception as err:
         if not tensorflow_available():
             raise
+        # lazy: loads TensorFlow only when this runs
         import tensorflow as tf
 
         if not isinstance(err, tf.errors.OpError):
             raise
-        from keras_seq.errors import RunWriteError
-
         message = str(err)
         reason = next((r for r in _REASONS if r in message), message.strip().splitlines()[0])
         raise RunWriteError(log_dir, OSError(reason)) from err
@@ -49,6 +49,7 @@ class SummaryWriter:
     def __init__(self, log_dir):
         self._writer, self.log_dir = None, log_dir
         if log_dir is not None and tensorflow_available():
+            # lazy: loads TensorFlow only when this runs
             import tensorflow as tf
 
             with write_errors_named(log_dir):
@@ -87,6 +88,7 @@ class SummaryWriter:
 
 
 def _tf():
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     return tf

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from keras_seq import atomic, runs
-from keras_seq.errors import KerasSeqError
+from keras_seq.backend import require_tensorflow_backend, select_backend, tensorflow_available
+from keras_seq.errors import KerasSeqError, RunWriteError
 from keras_seq.training.config import TrainConfig
 
 
@@ -153,8 +154,6 @@ def _resolve_config(task: Task, config, run_dir: Path, resume: bool, printer):
 def _check_writable(run_dir: Path) -> None:
     """Make ``run_dir`` and write a small file there; a full disk or a read-only folder
     raises :class:`~keras_seq.errors.RunWriteError` naming it."""
-    from keras_seq.errors import RunWriteError
-
     probe = run_dir / ".write-check"
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -167,6 +166,7 @@ def _check_writable(run_dir: Path) -> None:
 def _resume_point(run_dir: Path, printer, notes: list):
     """The commit a resumed run starts from (None: nothing committed yet, start at epoch
     0), with any damaged file and its replacement said and kept in the diagnostics."""
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.training.checkpoints import (
         committed_rows,
         point_last_at,
@@ -203,9 +203,8 @@ def _settle_backend(config, resume: bool, printer, notes: list) -> dict:
     checkpoints are backend-neutral): that is said and kept in the diagnostics.
     Returns ``{"backend", "mixed_precision", "jit_compile"}`` as the run computes.
     """
+    # lazy: Keras is imported once the backend is chosen
     import keras
-
-    from keras_seq.backend import select_backend
 
     backend = keras.backend.backend()
     if resume:
@@ -229,6 +228,7 @@ def _settle_backend(config, resume: bool, printer, notes: list) -> dict:
 def _set_policy(mixed_precision: str) -> str:
     """Set Keras's global dtype policy (before models are built or loaded); the old one's
     name, to put back after the run."""
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     previous = keras.mixed_precision.global_policy().name
@@ -239,12 +239,11 @@ def _set_policy(mixed_precision: str) -> str:
 
 def _tensorboard(config, tb_dir: Path, printer):
     """Keras's TensorBoard callback where TensorFlow (its writer) is importable, else a note."""
-    from keras_seq.backend import tensorflow_available
-
     if not tensorflow_available():
         printer("note: TensorFlow is not installed, so no TensorBoard logs are written "
                 "(metrics.csv and metrics.json are); pip install tensorflow to get them")
         return []
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.training.callbacks import TensorBoard
 
     return [TensorBoard(str(tb_dir), write_graph=False,
@@ -252,6 +251,7 @@ def _tensorboard(config, tb_dir: Path, printer):
 
 
 def _recurrent_layers(model) -> list:
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.layers._base import FastRNN
 
     return [layer for layer in model._flatten_layers(include_self=False, recursive=True)
@@ -270,6 +270,7 @@ def _xla_or_cudnn(model, computing: dict, notes: list, printer) -> bool:
     recorded. Returns whether it turned XLA off."""
     if computing["backend"] != "tensorflow" or not computing["jit_compile"]:
         return False
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.layers import dispatch
 
     fused = [layer.name for layer in _recurrent_layers(model)
@@ -292,6 +293,7 @@ def train(task: Task, config, run_dir: str | Path, resume: bool = False, verbose
     Returns the final results (also written to ``metrics.json``), with the ``backend``,
     ``mixed_precision`` and ``jit_compile`` the run computed with.
     """
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     run_dir = Path(run_dir)
@@ -317,7 +319,7 @@ def _settle_strategy(task, config, resume: bool, printer):
     if not task.distributable:
         raise KerasSeqError(f"--strategy {config.strategy} is not available for "
                             f"`keras-seq train {task.name}` yet; it trains on one device")
-    from keras_seq.backend import require_tensorflow_backend
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.training import distribute
 
     require_tensorflow_backend(f"--strategy {config.strategy}")
@@ -343,6 +345,7 @@ def _settle_strategy(task, config, resume: bool, printer):
 
 def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, computing: dict,
            backend_notes: list, strategy=None) -> dict:
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     from keras_seq.training import callbacks as cb

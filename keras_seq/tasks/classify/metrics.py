@@ -120,6 +120,7 @@ def confusion_table(report: dict) -> list[dict]:
 
 def plot_confusion(report: dict, path, title: str | None = None) -> Path:
     """Write the confusion matrix of ``report`` as a PNG (counts in the cells) to ``path``."""
+    # lazy: loads matplotlib only when this runs
     import matplotlib
 
     matplotlib.use("Agg")

@@ -56,6 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_seq.data.corpus import decode_text
 from keras_seq.data.splits import SPLITS, parse_split, split_items, split_sizes
 from keras_seq.errors import DataError
 
@@ -234,6 +235,7 @@ def python_docs_topics(grouping: str = "groups", split_ratio=TOPIC_SPLIT) -> Con
     if grouping not in ("groups", "topics"):
         raise DataError(f"python-docs-topics: received grouping={grouping!r}; expected "
                         "'groups' (10 coarse topic groups) or 'topics' (one per large topic)")
+    # lazy: loads the pydoc topics only when this runs
     from pydoc_data.topics import topics
 
     seen: set[str] = set()
@@ -327,8 +329,6 @@ def load_conditioned_tsv(path: str | Path, shuffle: bool = False, seed: int = 0,
     ids do not depend on the row order). With ``shuffle``, each condition's rows are
     shuffled with ``seed`` before the cut (:func:`keras_seq.data.splits.split_items`).
     """
-    from keras_seq.data.corpus import decode_text
-
     path = Path(path).expanduser()
     if not path.is_file():
         raise DataError(f"no such file {str(path)!r}; expected a UTF-8 file of "

@@ -45,6 +45,7 @@ def fingerprint(tokenizer, corpus, split: str) -> dict:
 
 def _target_log_probs(logits, targets):
     """``log softmax(logits)`` at ``targets`` (float32): ``(…, V)``, ``(…)`` → ``(…)``."""
+    # lazy: Keras is imported once the backend is chosen
     from keras import ops
 
     logp = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)

@@ -35,7 +35,7 @@ from keras_seq.tasks.lm.data import (
 )
 from keras_seq.tasks.lm.evaluation import evaluate_run, generate_tokens
 from keras_seq.training import callbacks as cb
-from keras_seq.training import trainer
+from keras_seq.training import distribute, trainer
 from keras_seq.training.summaries import SummaryWriter, to_numpy
 from keras_seq.training.trainer import FitPlan, Prepared
 
@@ -144,8 +144,6 @@ def build_model(config: LMConfig, vocab_size: int):
 def _distributed_plan(config: LMConfig, train_ids, val_ids, strategy, printer) -> FitPlan:
     """The stream on ``tf.distribute``: every replica owns fixed rows of it
     (:func:`keras_seq.training.distribute.stream_dataset`)."""
-    from keras_seq.training import distribute
-
     B, T = config.batch_size, config.bptt
     x, y = stream_arrays(train_ids, B, T)
     if config.max_steps_per_epoch:

@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 import random
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -248,9 +250,6 @@ def anki_spa_eng_path(data_dir: str | Path | None = None) -> Path:
         DataError: no local copy; the message names the file, where to get it and where
             to put it.
     """
-    import os
-    import zipfile
-
     dirs = [Path(d) for d in (data_dir, os.environ.get("KERAS_SEQ_DATA_DIR")) if d]
     keras_home = os.environ.get("KERAS_HOME", os.path.join(os.path.expanduser("~"), ".keras"))
     dirs.append(Path(keras_home) / "datasets")

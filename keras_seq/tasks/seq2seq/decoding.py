@@ -24,6 +24,7 @@ import weakref
 import numpy as np
 
 from keras_seq.backend import compiled
+from keras_seq.data.batching import pad_sequences
 from keras_seq.errors import KerasSeqError
 
 _GREEDY_FNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -43,6 +44,7 @@ def greedy_graph(model, source_ids, max_len):
         ``(tokens, weights)``: int32 ``(B, T)`` — ``eos_id`` ends a row, 0 pads after it —
         and float ``(B, T, S)`` attention weights (zeros for a model without attention).
     """
+    # lazy: loads TensorFlow only when this runs
     import tensorflow as tf
 
     memory, states = model.encode(source_ids)
@@ -79,9 +81,11 @@ def _greedy_fn(model):
     """``(source_ids, max_len) -> (tokens, weights)`` as numpy, for the running backend."""
     fn = _GREEDY_FNS.get(model)
     if fn is None:
+        # lazy: Keras is imported once the backend is chosen
         import keras
 
         if keras.backend.backend() == "tensorflow":
+            # lazy: loads TensorFlow only when this runs
             import tensorflow as tf
 
             graph = tf.function(
@@ -105,6 +109,7 @@ def _decode_fns(model):
     (logits, log_probs, new_states, weights)`` of ``model`` (numpy in and out)."""
     fns = _STEP_FNS.get(model)
     if fns is None:
+        # lazy: Keras is imported once the backend is chosen
         from keras import ops
 
         def step(prev, states, memory):
@@ -157,6 +162,7 @@ def strip_tokens(row, eos_id: int) -> list[int]:
 def _progbar(total: int, show: bool):
     if not show:
         return None
+    # lazy: Keras is imported once the backend is chosen
     import keras
 
     return keras.utils.Progbar(total, unit_name="source")
@@ -323,8 +329,6 @@ def encode_sources(tokenizer, texts, max_source_len: int, on_unknown=None) -> np
     Characters/words outside the vocabulary become ``<unk>``; ``on_unknown(i, count)`` is
     called for each text that has some.
     """
-    from keras_seq.data.batching import pad_sequences
-
     rows = []
     for i, text in enumerate(texts):
         text = " ".join(str(text).split("\n")).strip()

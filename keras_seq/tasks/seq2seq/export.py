@@ -80,6 +80,7 @@ def export_saved_model(model, source_tokenizer, target_tokenizer, path) -> Path:
 
 def export_run(run_dir, path) -> Path:
     """Export the best checkpoint of a run directory."""
+    # lazy: Keras is imported once the backend is chosen
     from keras_seq.tasks.seq2seq.evaluation import load_run
 
     _, src_tok, tgt_tok, model = load_run(run_dir)

@@ -47,6 +47,7 @@ def token_accuracy(hyps, refs) -> float:
 
 def corpus_bleu(hyp_texts, ref_texts, char_level: bool = False) -> float:
     """Corpus BLEU (0–100) with sacrebleu."""
+    # lazy: loads sacrebleu only when this runs
     import sacrebleu
 
     _check(hyp_texts, ref_texts)

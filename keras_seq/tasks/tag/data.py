@@ -257,6 +257,7 @@ def read_conllu(path: str | Path, tag_field: str = "upos") -> list[Sentence]:
             a field the ``conllu`` parser rejects, or a word without a ``tag_field`` value
             (``_``); the message names the file and the 1-based line number.
     """
+    # lazy: loads conllu only when this runs
     import conllu
     from conllu.exceptions import ParseException
 

@@ -57,6 +57,7 @@ def bio_spans(sentences: list[list[str]]) -> set[tuple[int, str, int, int]]:
     >>> sorted(bio_spans([["B-PER", "I-PER", "O", "I-LOC", "I-ORG"]]))
     [(0, 'LOC', 3, 3), (0, 'ORG', 4, 4), (0, 'PER', 0, 1)]
     """
+    # lazy: loads seqeval only when this runs
     from seqeval.metrics.sequence_labeling import get_entities
 
     return {(i, kind, start, end)
