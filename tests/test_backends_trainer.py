@@ -204,11 +204,10 @@ def test_torch_lm_trains_and_resumes(torch_runs):
     assert "backend      torch" in out
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "torch: Keras's torch dropout draws from torch's global RNG when its SeedGenerator was "
-    "made with seed=None (keras/src/backend/torch/random.py dropout), which a run's saved "
-    "seed states do not cover, so the resumed epoch draws other masks"))
 def test_torch_lm_resume_is_exact(torch_runs):
+    """Exact under torch too: every dropout SeedGenerator has an explicit seed
+    (layers.seeds.explicit_seed), so Keras's torch dropout draws from the saved state, not
+    torch's global generator."""
     root, _ = torch_runs
     straight, resumed = (root / "lm" / "metrics.csv"), (root / "lm_resumed" / "metrics.csv")
     assert csv_rows(straight) == csv_rows(resumed)  # dropout and row-reset RNGs restored

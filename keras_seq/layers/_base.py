@@ -30,6 +30,7 @@ from keras import activations, constraints, initializers, ops, regularizers
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
 from keras_seq.layers import dispatch
+from keras_seq.layers.seeds import explicit_seed
 
 
 def read(variable):
@@ -127,7 +128,8 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
         self.recurrent_dropout = float(recurrent_dropout)
         self.weight_dropout = float(weight_dropout)
         self.seed = seed
-        self.seed_generator = keras.random.SeedGenerator(seed=seed)
+        # explicit_seed: the state SeedGenerator(None) would have, but torch dropout uses it
+        self.seed_generator = keras.random.SeedGenerator(seed=explicit_seed(seed))
         self.output_size = units
 
     # -- weights ---------------------------------------------------------------

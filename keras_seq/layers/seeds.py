@@ -14,6 +14,9 @@ True
 
 from __future__ import annotations
 
+import random
+
+import keras
 import numpy as np
 
 
@@ -38,3 +41,30 @@ def restore_seed_generator_states(model, states: list) -> None:
         )
     for sg, state in zip(generators, states):
         sg.state.assign(np.asarray(state, dtype=sg.state.dtype))
+
+
+def explicit_seed(seed: int | None = None) -> int:
+    """``seed``, or one drawn now the way Keras's ``SeedGenerator`` draws its default
+    (``random.randint(1, 10**9)`` from Python's generator, which
+    ``keras.utils.set_random_seed`` seeds).
+
+    ``SeedGenerator(explicit_seed())`` starts in the state ``SeedGenerator(None)`` would, on
+    every backend; the difference is that Keras's torch dropout then draws from that state
+    (which a run saves and restores) instead of torch's global generator, so a resumed torch
+    run draws the masks an uninterrupted one would.
+
+    >>> import keras
+    >>> keras.utils.set_random_seed(0)
+    >>> first = explicit_seed()
+    >>> keras.utils.set_random_seed(0)
+    >>> first == explicit_seed() and explicit_seed(7) == 7
+    True
+    """
+    return random.randint(1, int(1e9)) if seed is None else seed
+
+
+def seeded_dropout(rate: float, **kwargs):
+    """``keras.layers.Dropout(rate, …)`` with an :func:`explicit_seed` (see there why); a
+    rate of 0 draws nothing, as Keras's own Dropout does not."""
+    seed = kwargs.pop("seed", None)
+    return keras.layers.Dropout(rate, seed=explicit_seed(seed) if rate > 0 else seed, **kwargs)

@@ -20,6 +20,7 @@ import keras
 from keras import layers, ops
 
 from keras_seq import layers as seq_layers
+from keras_seq.layers.seeds import seeded_dropout
 from keras_seq.models._build import BuildByCalling, logits_dtype
 
 CELLS = {"rnn": seq_layers.SimpleRNN, "gru": seq_layers.GRU, "lstm": seq_layers.LSTM}
@@ -190,7 +191,7 @@ class SequenceClassifier(BuildByCalling, keras.Model):
                 rnn = layers.Bidirectional(rnn, merge_mode="concat", name=f"bi_{cell}_{i}")
             self.rnns.append(rnn)
         self.state_dim = units * (2 if self.bidirectional else 1)
-        self.drops = [layers.Dropout(self.dropout) for _ in range(num_layers + 1)]
+        self.drops = [seeded_dropout(self.dropout) for _ in range(num_layers + 1)]
         self.attention = None
         if pooling == "attention":
             self.attention = AttentionPooling(attention_units or max(1, units // 2),

@@ -22,6 +22,7 @@ import numpy as np
 from keras import layers, ops
 
 from keras_seq import layers as seq_layers
+from keras_seq.layers.seeds import seeded_dropout
 from keras_seq.models._build import logits_dtype
 from keras_seq.sampling import Sampler, TopKSampler
 
@@ -126,7 +127,7 @@ class ConditionedLM(keras.Model):
                                for i in range(num_layers)]
         self.rnns = [CELLS[cell](units, return_sequences=True, return_state=True,
                                  name=f"{cell}_{i}") for i in range(num_layers)]
-        self.drops = [layers.Dropout(dropout) for _ in range(num_layers + 1)]
+        self.drops = [seeded_dropout(dropout) for _ in range(num_layers + 1)]
         self.head = layers.Dense(vocab_size, name="logits", dtype=logits_dtype())
         self._step_fn = None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
+from keras_seq.layers.seeds import seeded_dropout
 from keras_seq.models._build import BuildByCalling, logits_dtype
 
 
@@ -61,7 +62,7 @@ class NPLM(BuildByCalling, keras.Model):
         self.hidden, self.direct, self.dropout = hidden, direct, dropout
         self.embedding = layers.Embedding(vocab_size, embed_dim, name="C")
         self.flatten = layers.Reshape(((order - 1) * embed_dim,))
-        self.drop = layers.Dropout(dropout)
+        self.drop = seeded_dropout(dropout)
         self.hidden_layer = layers.Dense(hidden, activation="tanh", name="H")
         self.output_layer = layers.Dense(vocab_size, name="U", dtype=logits_dtype())
         self.direct_layer = layers.Dense(vocab_size, use_bias=False, name="W",

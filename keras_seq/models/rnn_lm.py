@@ -11,6 +11,7 @@ import keras
 from keras import layers, ops
 
 from keras_seq import layers as seq_layers
+from keras_seq.layers.seeds import explicit_seed, seeded_dropout
 from keras_seq.layers.state import reset_recurrent_states
 from keras_seq.models._build import BuildByCalling, logits_dtype
 from keras_seq.models.train_step import GradNormLogs
@@ -166,10 +167,10 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
                      for i in range(num_layers)]
         # Locked dropout: the mask has shape (B, 1, features), shared over time.
         noise_shape = (None, 1, None) if variational_dropout else None
-        self.drops = [layers.Dropout(dropout, noise_shape=noise_shape)
+        self.drops = [seeded_dropout(dropout, noise_shape=noise_shape)
                       for _ in range(num_layers + 1)]
         if self.embed_dropout > 0:
-            self.embed_drop_seed = keras.random.SeedGenerator()
+            self.embed_drop_seed = keras.random.SeedGenerator(explicit_seed())
         if tie_weights:
             self.head = TiedLogits(self.embedding, name="logits", dtype=logits_dtype())
         else:

@@ -25,6 +25,7 @@ from keras import ops
 from keras_seq.layers.bahdanau_attention import BahdanauAttention
 from keras_seq.layers.gru import GRU, GRUCell
 from keras_seq.layers.lstm import LSTM, LSTMCell
+from keras_seq.layers.seeds import seeded_dropout
 from keras_seq.models._build import logits_dtype
 from keras_seq.models.train_step import GradNormLogs
 
@@ -229,7 +230,7 @@ class Seq2Seq(GradNormLogs, keras.Model):
                                                  name="decoder_cell")
         self.decoder = keras.layers.RNN(self.decoder_cell, return_sequences=True,
                                         name="decoder")
-        self.dropout = keras.layers.Dropout(self.dropout_rate)
+        self.dropout = seeded_dropout(self.dropout_rate)
         self.readout = keras.layers.Dense(self.output_vocab, name="readout",
                                           dtype=logits_dtype())
 

@@ -18,6 +18,7 @@ from keras import layers, ops
 
 from keras_seq import layers as seq_layers
 from keras_seq.layers.params import count_params
+from keras_seq.layers.seeds import seeded_dropout
 from keras_seq.models._build import BuildByCalling, logits_dtype
 
 CELLS = {"rnn": seq_layers.SimpleRNN, "gru": seq_layers.GRU, "lstm": seq_layers.LSTM}
@@ -166,7 +167,7 @@ class SequenceTagger(BuildByCalling, keras.Model):
             if self.bidirectional:
                 rnn = layers.Bidirectional(rnn, merge_mode="concat", name=f"bi_{cell}_{i}")
             self.rnns.append(rnn)
-        self.drops = [layers.Dropout(self.dropout, name=f"dropout_{i}")
+        self.drops = [seeded_dropout(self.dropout, name=f"dropout_{i}")
                       for i in range(num_layers + 1)]
         self.head = layers.Dense(num_tags, name="logits", dtype=logits_dtype())
 
