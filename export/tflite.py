@@ -17,13 +17,11 @@ same prefix. It prints the max |Δlogits| per variant and exits 1 past the toler
 Every value of the config below can be overridden with a flag of the same name.
 """
 
-import argparse
-import dataclasses
 import sys
-import types
-import typing
 from dataclasses import dataclass
 from pathlib import Path
+
+from keras_seq.script_config import parse_config
 
 
 @dataclass
@@ -36,24 +34,7 @@ class Config:
     quantized_tolerance: float = 0.5  # other variants round the weights (or activations)
 
 
-def parse_config(argv) -> Config:
-    """``Config`` with a ``--flag`` per field overriding its default."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in dataclasses.fields(Config):
-        hint, optional = f.type, False
-        if isinstance(hint, types.UnionType):  # `int | None`
-            hint, optional = next(a for a in typing.get_args(hint) if a is not type(None)), True
-
-        def convert(text, hint=hint, optional=optional):
-            return None if optional and text.lower() == "none" else hint(text)
-
-        parser.add_argument("--" + f.name.replace("_", "-"), type=convert, default=f.default,
-                            metavar=hint.__name__.upper(), help=f"default: {f.default}")
-    return Config(**vars(parser.parse_args(argv)))
-
-
-config = parse_config(sys.argv[1:])
+config = parse_config(Config, sys.argv[1:], description=__doc__)
 variants = [v.strip() for v in config.variants.split(",") if v.strip()]
 
 # TensorFlow loads only now, so that --help and a bad flag answer at once.

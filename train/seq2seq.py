@@ -15,13 +15,11 @@ Every value of the config below can be overridden with a flag of the same name
 (``--units 64``); ``none`` unsets an optional one.
 """
 
-import argparse
-import dataclasses
 import sys
-import types
-import typing
 from dataclasses import dataclass
 from pathlib import Path
+
+from keras_seq.script_config import parse_config
 
 
 @dataclass
@@ -45,24 +43,7 @@ class Config:
     seed: int = 1234  # the pairs, the weights and the batch order
 
 
-def parse_config(argv) -> Config:
-    """``Config`` with a ``--flag`` per field overriding its default."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in dataclasses.fields(Config):
-        hint, optional = f.type, False
-        if isinstance(hint, types.UnionType):  # `int | None`
-            hint, optional = next(a for a in typing.get_args(hint) if a is not type(None)), True
-
-        def convert(text, hint=hint, optional=optional):
-            return None if optional and text.lower() == "none" else hint(text)
-
-        parser.add_argument("--" + f.name.replace("_", "-"), type=convert, default=f.default,
-                            metavar=hint.__name__.upper(), help=f"default: {f.default}")
-    return Config(**vars(parser.parse_args(argv)))
-
-
-config = parse_config(sys.argv[1:])
+config = parse_config(Config, sys.argv[1:], description=__doc__)
 run_dir = Path(config.run_dir)
 if (run_dir / "config.json").exists():
     sys.exit(f"error: {run_dir} already holds a run; choose another --run-dir")
