@@ -73,33 +73,54 @@ def write_arpa(model: BackoffModel, path_or_file, progress=None) -> None:
         with open(path_or_file, "w", encoding="utf-8", newline="\n") as f:
             return write_arpa(model, f, progress)
     f = path_or_file
-    bad = next((w for w in model.vocab.words if not w or _FIELDS.search(w)), None)
-    if bad is not None:
-        raise DataError(f"cannot write the word {bad!r} to an ARPA file: its fields are split "
-                        "on whitespace, so a word must be non-empty and hold no whitespace")
-    meta = dict(model.metadata)
-    meta["strict"] = model.strict
-    f.write(META_PREFIX + json.dumps(meta, sort_keys=True, default=str) + "\n")
-    f.write("\\data\\\n")
-    for n, count in enumerate(model.counts, start=1):
-        f.write(f"ngram {n}={count}\n")
+    check_arpa_words(model.vocab.words)
+    write_arpa_header(f, model.metadata, model.strict, model.counts)
     words = np.array(model.vocab.words, dtype=object)
     N = model.order
     for n in range(1, N + 1):
         f.write(f"\n\\{n}-grams:\n")
-        cols = word_ids(model.tables, n)
-        text = words[cols[:, 0]]
-        for i in range(1, n):
-            text = text + " " + words[cols[:, i]]
-        probs = _fmt(model.log10_prob[n - 1])
-        if n < N:
-            bos = _fmt(model.log10_backoff[n - 1])
-            f.writelines(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, text.tolist(), bos))
-        else:
-            f.writelines(f"{p}\t{t}\n" for p, t in zip(probs, text.tolist()))
+        backoff = model.log10_backoff[n - 1] if n < N else None
+        write_arpa_lines(f, ngram_text(words, word_ids(model.tables, n)),
+                         model.log10_prob[n - 1], backoff)
         if progress:
-            progress(len(probs))
+            progress(len(model.log10_prob[n - 1]))
     f.write("\n\\end\\\n")
+
+
+def check_arpa_words(words) -> None:
+    """Refuse a vocabulary that ARPA cannot hold (empty words, words with whitespace)."""
+    bad = next((w for w in words if not w or _FIELDS.search(w)), None)
+    if bad is not None:
+        raise DataError(f"cannot write the word {bad!r} to an ARPA file: its fields are split "
+                        "on whitespace, so a word must be non-empty and hold no whitespace")
+
+
+def write_arpa_header(f, metadata: dict, strict: bool, counts) -> None:
+    """The ``# keras-seq`` metadata line, ``\\data\\`` and one ``ngram n=count`` per order."""
+    meta = dict(metadata)
+    meta["strict"] = strict
+    f.write(META_PREFIX + json.dumps(meta, sort_keys=True, default=str) + "\n")
+    f.write("\\data\\\n")
+    for n, count in enumerate(counts, start=1):
+        f.write(f"ngram {n}={count}\n")
+
+
+def ngram_text(words: np.ndarray, cols: np.ndarray) -> list[str]:
+    """``"w1 w2 … wn"`` for each row of word ids ``cols`` (shape ``(rows, n)``)."""
+    text = words[cols[:, 0]]
+    for i in range(1, cols.shape[1]):
+        text = text + " " + words[cols[:, i]]
+    return text.tolist()
+
+
+def write_arpa_lines(f, text: list[str], log10_prob, log10_backoff=None) -> None:
+    """Lines ``p<TAB>words[<TAB>backoff]`` of one section (``None``: the highest order)."""
+    probs = _fmt(log10_prob)
+    if log10_backoff is not None:
+        bos = _fmt(log10_backoff)
+        f.writelines(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, text, bos))
+    else:
+        f.writelines(f"{p}\t{t}\n" for p, t in zip(probs, text))
 
 
 def _malformed(where: str, what: str, line: int | None = None) -> DataError:

@@ -70,6 +70,11 @@ def adjusted_counts(counts: NgramCounts) -> list[np.ndarray]:
 def discounts_for(adjusted: np.ndarray, order: int, fallback: bool = True) -> list[float]:
     """``[D0=0, D1, D2, D3+]`` from counts-of-counts, as lmplz computes them (float32)."""
     n = [int((adjusted == k).sum()) for k in range(5)]
+    return discounts_from_counts_of_counts(n, order, fallback)
+
+
+def discounts_from_counts_of_counts(n: list[int], order: int, fallback: bool = True):
+    """``[D0=0, D1, D2, D3+]`` from ``n = [n0, n1, n2, n3, n4]`` (see :func:`discounts_for`)."""
     problem = None
     if min(n[1:4]) == 0:
         k = n.index(0, 1)

@@ -1,0 +1,623 @@
+"""Kneser-Ney estimation in bounded memory: sorted runs on disk, k-way merges, ARPA out.
+
+:func:`train_kn_bounded` writes exactly the ARPA file that
+``write_arpa(kneser_ney(NgramCounts.from_stream(...)))`` writes, but holds only blocks of
+the data in RAM. It follows the in-memory algorithm (:mod:`~keras_seq.ngram.counts`,
+:mod:`~keras_seq.ngram.kneser_ney`) with every per-type array kept in a file under a
+temporary directory (removed afterwards, also on an error or Ctrl-C):
+
+1. **Tokens** — the id chunks become one stream ``<s> w … </s>`` on disk (uint32 ids and
+   each id's position in its sentence, capped at 255).
+2. **Counting**, order by order: the n-gram ending at token j is the packed int64 key
+   ``type(n-1-gram ending at j-1) * V + w_j`` (the in-memory key). Each block of tokens is
+   sorted (``np.argsort``) and reduced to (key, count, suffix type, starts-with-``<s>``),
+   spilled as a sorted run, and the runs are merged k ways (vectorised: every round takes
+   the rows up to the smallest last key among the runs' blocks). The merge also writes,
+   per run, the global type id of each of its rows, so the type of the n-gram ending at
+   every token — needed to key order n+1 — is a per-block gather, not a search.
+3. **Adjusted counts, discounts**: continuation counts are a bincount over the order n+1
+   suffix types; counts-of-counts are summed block by block.
+4. **Probabilities**, lowest order first, in blocks cut at context boundaries (so every
+   per-context sum adds the same numbers in the same order as the in-memory code, and
+   the floats agree bit for bit); ``p(w|h⁻)`` is a gather from the order n-1 file.
+5. **ARPA**, order by order, streaming the word columns, probabilities and backoffs.
+
+The random-access steps (continuation counts, the lower-order gather) hold one slice of
+the order n-1 table at a time: a slice of ``memory_bytes / 4``, so with a table larger
+than that they take several passes over the stream instead of more RAM. The memory bound
+is approximate: blocks never go below a few thousand rows, and the largest context's
+fan-out (e.g. all words seen after ``<s>``) is held at once.
+
+Example:
+
+>>> import io, numpy as np
+>>> from keras_seq.ngram.counts import Vocabulary
+>>> vocab = Vocabulary(["a", "b"])
+>>> chunks = [np.array([3, 4, 3, 2, 4, 3], dtype=np.int32)]  # "a b a </s> b a"
+>>> out = io.StringIO()
+>>> info = train_kn_bounded(chunks, vocab, order=2, memory_bytes=1 << 20, out=out)
+>>> info.counts, out.getvalue().splitlines()[-1]
+([5, 6], '\\\\end\\\\')
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from keras_seq.errors import DataError
+from keras_seq.ngram.arpa import (
+    check_arpa_words,
+    ngram_text,
+    write_arpa_header,
+    write_arpa_lines,
+)
+from keras_seq.ngram.counts import BOS, EOS, UNK, Vocabulary, check_order
+from keras_seq.ngram.kneser_ney import discounts_from_counts_of_counts
+
+MIN_MEMORY = 64 * 1024
+MIN_ROWS = 4096  # blocks never get smaller than this, whatever the budget
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_memory(value) -> int:
+    """Bytes in a size such as ``"1G"``, ``"512M"``, ``"64K"`` or ``"1048576"`` (×1024 units).
+
+    >>> parse_memory("1G"), parse_memory("64k"), parse_memory("1.5M")
+    (1073741824, 65536, 1572864)
+    """
+    m = _SIZE.match(str(value))
+    if not m:
+        raise DataError(f"--memory must be a size such as 512M or 2G (a number with an "
+                        f"optional K/M/G/T suffix, powers of 1024), got {value!r}")
+    size = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if size < MIN_MEMORY:
+        raise DataError(f"--memory must be at least {MIN_MEMORY // 1024}K, got {value!r} "
+                        f"({size:,} bytes); give e.g. --memory 1G")
+    return size
+
+
+class _NoBar:
+    def update(self, n=1):
+        pass
+
+    def close(self):
+        pass
+
+
+def _no_progress(desc, total):
+    return _NoBar()
+
+
+@dataclass
+class BoundedKNResult:
+    """What :func:`train_kn_bounded` wrote: n-gram counts per order, discounts, tokens."""
+
+    counts: list[int]
+    discounts: dict[int, list[float]]
+    n_predicted: int
+    n_sentences: int
+    n_runs: list[int] = field(default_factory=list)  # sorted runs spilled per order
+
+
+# --------------------------------------------------------------------------- files
+
+
+class _Dir:
+    """Flat binary files in the temporary directory, written and read in blocks."""
+
+    def __init__(self, root):
+        self.root = root
+        self._n = 0
+
+    def path(self, name: str) -> str:
+        self._n += 1
+        return os.path.join(self.root, f"{self._n:05d}-{name}.bin")
+
+
+def _read(path, dtype, start=0, stop=None, width=None) -> np.ndarray:
+    """Rows ``start:stop`` of a flat binary file of ``dtype`` (2-D given ``width``)."""
+    dtype = np.dtype(dtype)
+    w = width or 1
+    with open(path, "rb") as f:
+        f.seek(start * w * dtype.itemsize)
+        count = -1 if stop is None else (stop - start) * w
+        arr = np.fromfile(f, dtype=dtype, count=count)
+    return arr if width is None else arr.reshape(-1, width)
+
+
+def _blocks(path, dtype, rows, start=0, stop=None):
+    """Consecutive blocks of up to ``rows`` values from ``path`` (plain reads, no mmap)."""
+    dtype = np.dtype(dtype)
+    stop = os.path.getsize(path) // dtype.itemsize if stop is None else stop
+    with open(path, "rb") as f:
+        f.seek(start * dtype.itemsize)
+        at = start
+        while at < stop:
+            n = min(rows, stop - at)
+            yield np.fromfile(f, dtype=dtype, count=n)
+            at += n
+
+
+def _parts(n: int, rows: int):
+    return [(lo, min(n, lo + rows)) for lo in range(0, n, rows)] or [(0, 0)]
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+class _TokenWriter:
+    """Turns EOS-delimited id chunks into ``<s> w … </s>`` on disk (ids + capped pos)."""
+
+    def __init__(self, ids_path, pos_path, vocab_size):
+        self.ids = open(ids_path, "wb")
+        self.pos = open(pos_path, "wb")
+        self.V = vocab_size
+        self.inside = False  # in a sentence (its <s> already written)
+        self.last_pos = -1
+        self.unigrams = np.zeros(vocab_size, dtype=np.int64)
+        self.n_tokens = 0
+        self.n_sentences = 0
+
+    def add(self, chunk) -> None:
+        x = np.asarray(chunk)
+        if x.ndim != 1 or not np.issubdtype(x.dtype, np.integer):
+            raise DataError(f"token id chunks must be 1-D integer arrays, got shape {x.shape} "
+                            f"dtype {x.dtype}")
+        if x.size == 0:
+            return
+        x = x.astype(np.int64)
+        bad = (x < 0) | (x >= self.V) | (x == BOS)
+        if bad.any():
+            v = int(x[np.flatnonzero(bad)[0]])
+            raise DataError(f"token id {v} is not a word id of the {self.V:,}-word vocabulary "
+                            f"(expected 0..{self.V - 1} without {BOS} = <s>, which is implied "
+                            f"at each sentence start; {EOS} = </s> ends a sentence)")
+        eos = x == EOS
+        prev_eos = np.empty_like(eos)
+        prev_eos[0] = not self.inside
+        prev_eos[1:] = eos[:-1]
+        x = x[~(eos & prev_eos)]  # empty sentences are dropped, as Vocabulary.encode does
+        if x.size == 0:
+            return
+        eos = x == EOS
+        starts = np.flatnonzero(np.r_[not self.inside, eos[:-1]])
+        s = np.insert(x, starts, BOS)
+        idx = np.arange(s.size, dtype=np.int64)
+        last_bos = np.maximum.accumulate(np.where(s == BOS, idx, -(1 << 62)))
+        pos = np.where(last_bos >= 0, idx - last_bos, idx + self.last_pos + 1)
+        self._write(s, pos)
+        self.inside = bool(s[-1] != EOS)
+
+    def _write(self, s, pos) -> None:
+        s.astype(np.uint32).tofile(self.ids)
+        np.minimum(pos, 255).astype(np.uint8).tofile(self.pos)
+        self.unigrams += np.bincount(s, minlength=self.V)
+        self.n_tokens += int(s.size)
+        self.n_sentences += int((s == BOS).sum())
+        self.last_pos = int(pos[-1])
+
+    def close(self) -> None:
+        if self.inside:  # a last sentence without </s>
+            self._write(np.array([EOS]), np.array([self.last_pos + 1]))
+            self.inside = False
+        self.ids.close()
+        self.pos.close()
+
+
+def id_chunks_from_lines(lines, vocab: Vocabulary, lines_per_chunk: int = 20_000):
+    """EOS-delimited int32 id chunks of token ``lines``, as :meth:`Vocabulary.encode` maps them.
+
+    >>> v = Vocabulary(["a", "b"])
+    >>> [c.tolist() for c in id_chunks_from_lines([["a", "x"], [], ["b"]], v)]
+    [[3, 0, 2, 4, 2]]
+    """
+    get = vocab._input_index.get
+    for i in range(0, len(lines), lines_per_chunk):
+        part = [line for line in lines[i:i + lines_per_chunk] if len(line)]
+        if not part:
+            continue
+        n = sum(map(len, part)) + len(part)
+        flat = (get(t, UNK) for line in part for t in (*line, "</s>"))
+        ids = np.fromiter(flat, dtype=np.int32, count=n)
+        ends = np.cumsum([len(line) + 1 for line in part]) - 1
+        ids[ends] = EOS
+        yield ids
+
+
+# --------------------------------------------------------------------------- counting
+
+
+def _count_order(d: _Dir, n, V, ids_path, pos_path, prev_end, n_tokens, rows, need_ending,
+                 bar):
+    """Runs of order-n (key, count, aux) per token block, merged; aux = suffix << 1 | bos."""
+    runs = []
+    for b0 in range(0, n_tokens, rows):
+        b1 = min(n_tokens, b0 + rows)
+        ids = _read(ids_path, np.uint32, b0, b1).astype(np.int64)
+        pos = _read(pos_path, np.uint8, b0, b1)
+        lo = max(0, b0 - 1)
+        end = ids if prev_end is None else _read(prev_end, np.int64, b0, b1)
+        before = (_read(ids_path, np.uint32, lo, b0).astype(np.int64) if prev_end is None
+                  else _read(prev_end, np.int64, lo, b0))
+        end_prev = np.concatenate([np.full(1 - (b0 - lo), -1), before, end[:-1]])
+        j = np.flatnonzero(pos >= n - 1)
+        keys = end_prev[j] * V + ids[j]
+        aux = (end[j] << 1) | (pos[j] == n - 1)
+        o = np.argsort(keys)
+        sk = keys[o]
+        new = np.empty(sk.size, dtype=bool)
+        new[:1] = True
+        np.not_equal(sk[1:], sk[:-1], out=new[1:])
+        first = np.flatnonzero(new)
+        cnt = np.diff(np.append(first, sk.size))
+        run = np.stack([sk[first], cnt, aux[o[first]]], axis=1)
+        path = d.path(f"run{n}")
+        run.tofile(path)
+        inv_path = None
+        if need_ending:
+            inv = np.empty(sk.size, dtype=np.int32)
+            inv[o] = np.cumsum(new) - 1
+            inv_path = d.path(f"inv{n}")
+            inv.tofile(inv_path)
+        runs.append((path, len(run), inv_path, b0, b1))
+        bar.update(b1 - b0)
+    return runs
+
+
+def _merge_runs(d: _Dir, n, runs, memory, need_ranks):
+    """k-way merge of sorted runs into the order's keys/counts/aux files (and rank maps)."""
+    k = len(runs)
+    block = max(MIN_ROWS, memory // (k * 24 * 4))
+    out = {c: d.path(f"{c}{n}") for c in ("keys", "counts", "aux")}
+    files = {c: open(p, "wb") for c, p in out.items()}
+    ranks = [open(d.path(f"rank{n}"), "wb") if need_ranks else None for _ in runs]
+    rank_paths = [r.name if r else None for r in ranks]
+    handles = [open(p, "rb") for p, *_ in runs]
+    left = [rows for _, rows, *_ in runs]
+    bufs = [np.empty((0, 3), dtype=np.int64) for _ in runs]
+    base = 0
+    try:
+        while True:
+            for r in range(k):
+                if len(bufs[r]) == 0 and left[r] > 0:
+                    m = min(block, left[r])
+                    bufs[r] = np.fromfile(handles[r], dtype=np.int64, count=3 * m).reshape(-1, 3)
+                    left[r] -= m
+            live = [r for r in range(k) if len(bufs[r])]
+            if not live:
+                break
+            bounds = [bufs[r][-1, 0] for r in live if left[r] > 0]
+            bound = min(bounds) if bounds else None
+            takes = []
+            for r in live:
+                cut = len(bufs[r]) if bound is None else int(
+                    np.searchsorted(bufs[r][:, 0], bound, side="right"))
+                takes.append((r, bufs[r][:cut]))
+                bufs[r] = bufs[r][cut:]
+            rows = np.concatenate([t for _, t in takes])
+            o = np.argsort(rows[:, 0])
+            sk = rows[o, 0]
+            new = np.empty(sk.size, dtype=bool)
+            new[:1] = True
+            np.not_equal(sk[1:], sk[:-1], out=new[1:])
+            first = np.flatnonzero(new)
+            sk[first].tofile(files["keys"])
+            np.add.reduceat(rows[o, 1], first).tofile(files["counts"])
+            rows[o[first], 2].tofile(files["aux"])
+            if need_ranks:
+                rank = np.empty(sk.size, dtype=np.int64)
+                rank[o] = base + np.cumsum(new) - 1
+                at = 0
+                for r, t in takes:
+                    rank[at:at + len(t)].tofile(ranks[r])
+                    at += len(t)
+            base += first.size
+    finally:
+        for f in (*files.values(), *handles, *(r for r in ranks if r)):
+            f.close()
+    return out, base, rank_paths
+
+
+def _endings(d: _Dir, n, runs, rank_paths, pos_path):
+    """The order-n type ending at every token (-1: none), run by run."""
+    path = d.path(f"end{n}")
+    with open(path, "wb") as f:
+        for (_, _, inv_path, b0, b1), rank_path in zip(runs, rank_paths):
+            pos = _read(pos_path, np.uint8, b0, b1)
+            end = np.full(b1 - b0, -1, dtype=np.int64)
+            end[pos >= n - 1] = _read(rank_path, np.int64)[_read(inv_path, np.int32)]
+            end.tofile(f)
+            os.remove(inv_path)
+            os.remove(rank_path)
+    return path
+
+
+# --------------------------------------------------------------------------- lookups
+
+
+def _bincount_parts(index_path, n_bins, part_rows, block_rows):
+    """``np.bincount(suffix, minlength=n_bins)`` (suffix = aux >> 1), one slice at a time."""
+    for lo, hi in _parts(n_bins, part_rows):
+        acc = np.zeros(hi - lo, dtype=np.int64)
+        for aux in _blocks(index_path, np.int64, block_rows):
+            s = aux >> 1
+            s = s[(s >= lo) & (s < hi)] - lo
+            acc += np.bincount(s, minlength=hi - lo)
+        yield lo, hi, acc
+
+
+def _gather(d: _Dir, index_path, table_path, n_table, part_rows, block_rows):
+    """``table[aux >> 1]`` for every aux in ``index_path``, one table slice per pass."""
+    out = None
+    for lo, hi in _parts(n_table, part_rows):
+        table = _read(table_path, np.float64, lo, hi)
+        new = d.path("gather")
+        prev = _blocks(out, np.float64, block_rows) if out else None
+        with open(new, "wb") as f:
+            for aux in _blocks(index_path, np.int64, block_rows):
+                s = aux >> 1
+                got = next(prev) if prev else np.zeros(s.size)
+                m = (s >= lo) & (s < hi)
+                got[m] = table[s[m] - lo]
+                got.tofile(f)
+        if out:
+            os.remove(out)
+        out = new
+    return out
+
+
+# --------------------------------------------------------------------------- estimation
+
+
+def _context_blocks(keys_path, V, n_rows, rows, *paths):
+    """Blocks of (keys, *arrays) cut so that no context (key // V) spans two blocks."""
+    carry = None
+    for b0 in range(0, n_rows, rows):
+        b1 = min(n_rows, b0 + rows)
+        block = [_read(keys_path, np.int64, b0, b1)] + [_read(p, dt, b0, b1) for p, dt in paths]
+        if carry is not None:
+            block = [np.concatenate([c, b]) for c, b in zip(carry, block)]
+        if b1 == n_rows:
+            yield block
+            return
+        prefix = block[0] // V
+        cut = int(np.searchsorted(prefix, prefix[-1], side="left"))
+        if cut == 0:
+            carry = block
+            continue
+        carry = [b[cut:] for b in block]
+        yield [b[:cut] for b in block]
+
+
+def train_kn_bounded(token_id_chunks, vocab, order: int, memory_bytes: int, out,
+                     temp_dir=None, discount_fallback: bool = True, metadata: dict | None = None,
+                     progress=None) -> BoundedKNResult:
+    """Interpolated modified Kneser-Ney of an id stream, written as ARPA in bounded memory.
+
+    Args:
+        token_id_chunks: iterable of 1-D integer arrays of word ids (``vocab``'s ids:
+            ``<unk>`` 0, ``</s>`` 2 ends a sentence; ``<s>`` is implied, never given). A
+            chunk may end mid-sentence; empty sentences are dropped.
+        vocab: a :class:`~keras_seq.ngram.counts.Vocabulary` (or its word list); ids are
+            positions in it, as from ``Vocabulary.from_lines`` on the training lines.
+        order: n-gram order, 1..10.
+        memory_bytes: the in-RAM budget (see :func:`parse_memory`; the bound is approximate).
+        out: ARPA path or text file object.
+        temp_dir: where the sorted runs go (default: the system's temporary directory);
+            the files are removed afterwards, also after an error or Ctrl-C.
+        discount_fallback: as :func:`~keras_seq.ngram.kneser_ney.kneser_ney`.
+        metadata: extra keys for the ``# keras-seq`` line.
+        progress: ``progress(desc, total)`` returning a bar with ``update(n)`` and
+            ``close()`` (e.g. ``lambda d, t: tqdm(total=t, desc=d)``).
+
+    Returns:
+        :class:`BoundedKNResult`.
+    """
+    order = check_order(order)
+    if not isinstance(vocab, Vocabulary):
+        vocab = Vocabulary(list(vocab))
+    check_arpa_words(vocab.words)
+    memory = max(int(memory_bytes), MIN_MEMORY)
+    if temp_dir is not None and not os.path.isdir(temp_dir):
+        raise DataError(f"--temp-dir {temp_dir!r} is not a directory; create it or leave the "
+                        "flag out to use the system's temporary directory")
+    root = tempfile.mkdtemp(prefix="keras-seq-kn-", dir=temp_dir)
+    try:
+        return _train(_Dir(root), token_id_chunks, vocab, order, memory, out,
+                      discount_fallback, metadata or {}, progress or _no_progress)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _train(d, chunks, vocab, N, memory, out, fallback, metadata, progress):
+    V = len(vocab)
+    ids_path, pos_path = d.path("ids"), d.path("pos")
+    tokens = _TokenWriter(ids_path, pos_path, V)
+    try:
+        for chunk in chunks:
+            tokens.add(chunk)
+    finally:
+        tokens.close()
+    T = tokens.n_tokens
+    if tokens.n_sentences == 0:
+        raise DataError("no tokens to estimate from: every sentence is empty")
+    rows = max(MIN_ROWS, memory // 96)  # ~96 bytes of arrays per token in a counting block
+    part_rows = max(MIN_ROWS, memory // 4 // 8)
+    block_rows = max(MIN_ROWS, memory // 64)
+
+    # 2. counting: keys/counts/aux files per order (order 1 is dense, in RAM)
+    tables = [None, None]  # indexed by order; order 1 needs no files
+    sizes = [0, V]
+    n_runs = [0, 0]
+    prev_end = None
+    bar = progress("counting n-grams", T * (N - 1))
+    for n in range(2, N + 1):
+        runs = _count_order(d, n, V, ids_path, pos_path, prev_end, T, rows, n < N, bar)
+        files, size, rank_paths = _merge_runs(d, n, runs, memory, n < N)
+        for path, *_ in runs:
+            os.remove(path)
+        if prev_end:
+            os.remove(prev_end)
+        prev_end = _endings(d, n, runs, rank_paths, pos_path) if n < N else None
+        tables.append(files)
+        sizes.append(size)
+        n_runs.append(len(runs))
+    bar.close()
+    if prev_end:
+        os.remove(prev_end)
+
+    # 3. adjusted counts and discounts
+    adjusted = [None] * (N + 1)
+    counts_of_counts = {}
+    for n in range(N, 0, -1):
+        if n == 1:
+            a = tokens.unigrams.copy()
+            if N > 1:
+                a = next(_bincount_parts(tables[2]["aux"], V, V, block_rows))[2]
+                a[BOS] = tokens.unigrams[BOS]
+            a[BOS] = 0
+            adjusted[1] = a
+            coc = [int((a == k).sum()) for k in range(5)]
+        elif n == N:
+            adjusted[n] = tables[n]["counts"]
+            coc = [0] * 5
+            for a in _blocks(adjusted[n], np.int64, block_rows):
+                coc = [c + int((a == k).sum()) for c, k in zip(coc, range(5))]
+        else:
+            path = d.path(f"adj{n}")
+            coc = [0] * 5
+            with open(path, "wb") as f:
+                for lo, hi, left in _bincount_parts(tables[n + 1]["aux"], sizes[n], part_rows,
+                                                    block_rows):
+                    raw = _read(tables[n]["counts"], np.int64, lo, hi)
+                    bos = (_read(tables[n]["aux"], np.int64, lo, hi) & 1).astype(bool)
+                    a = np.where(bos, raw, left)
+                    a.tofile(f)
+                    coc = [c + int((a == k).sum()) for c, k in zip(coc, range(5))]
+            adjusted[n] = path
+        counts_of_counts[n] = coc
+    discounts = {n: discounts_from_counts_of_counts(counts_of_counts[n], n, fallback)
+                 for n in range(1, N + 1)}
+
+    # 4. probabilities, lowest order first
+    uniform = 1.0 / (V - 1)  # <unk> and </s> included, <s> excluded
+    a1 = adjusted[1]
+    af = a1.astype(np.float64)
+    dd = np.asarray(discounts[1])[np.minimum(a1, 3)]
+    group = np.zeros(V, dtype=np.int64)
+    denom = np.bincount(group, weights=af)
+    gamma = np.bincount(group, weights=dd) / np.where(denom > 0, denom, 1.0)
+    p1 = (af - dd) / denom[group] + gamma[group] * uniform
+    probs = [None, d.path("p1")]
+    p1.tofile(probs[1])
+    backoffs = [None] * (N + 1)  # per order n < N: files of (context id, log10 gamma)
+    bar = progress("estimating", sum(sizes[2:]))
+    for n in range(2, N + 1):
+        lower = _gather(d, tables[n]["aux"], probs[n - 1], sizes[n - 1], part_rows, block_rows)
+        probs.append(d.path(f"p{n}"))
+        backoffs[n - 1] = (d.path(f"bo-ctx{n - 1}"), d.path(f"bo-val{n - 1}"))
+        Dn = np.asarray(discounts[n])
+        with open(probs[n], "wb") as fp, open(backoffs[n - 1][0], "wb") as fc, \
+                open(backoffs[n - 1][1], "wb") as fv:
+            for keys, a, low in _context_blocks(tables[n]["keys"], V, sizes[n], block_rows,
+                                                (adjusted[n], np.int64), (lower, np.float64)):
+                prefix = keys // V
+                ctx, g = np.unique(prefix, return_inverse=True)
+                af = a.astype(np.float64)
+                dd = Dn[np.minimum(a, 3)]
+                denom = np.bincount(g, weights=af)
+                gamma = np.bincount(g, weights=dd) / np.where(denom > 0, denom, 1.0)
+                u = (af - dd) / denom[g]
+                (u + gamma[g] * low).tofile(fp)
+                ctx.tofile(fc)
+                with np.errstate(divide="ignore"):
+                    np.log10(gamma).tofile(fv)
+                bar.update(keys.size)
+        os.remove(lower)
+    bar.close()
+
+    # 5. ARPA
+    counts = sizes[1:]
+    meta = {"smoothing": "kn", "order": N, "discounts": {n: discounts[n] for n in range(1, N + 1)}}
+    meta.update(metadata)
+    if isinstance(out, (str, os.PathLike)):
+        with open(out, "w", encoding="utf-8", newline="\n") as f:
+            _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows,
+                   progress)
+    else:
+        _write(d, out, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows, progress)
+    return BoundedKNResult(counts, meta["discounts"], T - tokens.n_sentences,
+                           tokens.n_sentences, n_runs[1:])
+
+
+def _backoff_block(ctx_iter, state, b0, b1):
+    """log10 backoffs of rows b0..b1 from the (context id, value) stream (monotone ids)."""
+    bo = np.zeros(b1 - b0)
+    while True:
+        ctx, val = state
+        if ctx.size:
+            take = int(np.searchsorted(ctx, b1, side="left"))
+            bo[ctx[:take] - b0] = val[:take]
+            state[0], state[1] = ctx[take:], val[take:]
+            if take < ctx.size:
+                return bo
+        nxt = next(ctx_iter, None)
+        if nxt is None:
+            return bo
+        state[0], state[1] = nxt
+
+
+def _pairs(ctx_path, val_path, rows):
+    return zip(_blocks(ctx_path, np.int64, rows), _blocks(val_path, np.float64, rows))
+
+
+def _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows, progress):
+    write_arpa_header(f, meta, False, counts)
+    words = np.array(vocab.words, dtype=object)
+    rows = min(block_rows, 100_000)
+    bar = progress("writing ARPA", sum(counts))
+    prev_cols = None
+    for n in range(1, N + 1):
+        f.write(f"\n\\{n}-grams:\n")
+        size = counts[n - 1]
+        cols_path = d.path(f"cols{n}") if n < N else None
+        cf = open(cols_path, "wb") if cols_path else None
+        bo_iter = _pairs(*backoffs[n], rows) if n < N else None
+        bo_state = [np.empty(0, dtype=np.int64), np.empty(0)]
+        try:
+            for b0 in range(0, size, rows):
+                b1 = min(size, b0 + rows)
+                p = _read(probs[n], np.float64, b0, b1)
+                if n == 1:
+                    cols = np.arange(b0, b1, dtype=np.int64)[:, None]
+                    p = p.copy()
+                    if b0 <= BOS < b1:
+                        p[BOS - b0] = 0.0
+                else:
+                    keys = _read(tables[n]["keys"], np.int64, b0, b1)
+                    prefix = keys // V
+                    lo, hi = int(prefix[0]), int(prefix[-1]) + 1
+                    before = _read(prev_cols, np.int64, lo, hi, width=n - 1)
+                    cols = np.concatenate([before[prefix - lo], (keys % V)[:, None]], axis=1)
+                if cf:
+                    cols.tofile(cf)
+                with np.errstate(divide="ignore"):
+                    lp = np.minimum(0.0, np.log10(p))
+                bo = _backoff_block(bo_iter, bo_state, b0, b1) if n < N else None
+                write_arpa_lines(f, ngram_text(words, cols), lp, bo)
+                bar.update(b1 - b0)
+        finally:
+            if cf:
+                cf.close()
+        if prev_cols:
+            os.remove(prev_cols)
+        prev_cols = cols_path
+    f.write("\n\\end\\\n")
+    bar.close()
