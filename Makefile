@@ -5,9 +5,19 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: venv test test-all demo reliability reliability-quick lint clean
+.PHONY: venv web-deps test test-all demo reliability reliability-quick lint clean
 
 venv: $(STAMP)
+
+# LiteRT.js for the browser demo (`keras-seq export web` copies it into every site), pinned
+# with its integrity hashes in keras_seq/web/package-lock.json; offline after this.
+WEB_DIR := keras_seq/web
+WEB_STAMP := $(WEB_DIR)/node_modules/.installed
+web-deps: $(WEB_STAMP)
+
+$(WEB_STAMP): $(WEB_DIR)/package.json $(WEB_DIR)/package-lock.json
+	npm ci --prefix $(WEB_DIR) --no-audit --no-fund --loglevel=error
+	touch $(WEB_STAMP)
 
 # Re-install only when the pins or the package metadata change (idempotent).
 $(STAMP): requirements.txt setup.cfg pyproject.toml
@@ -24,21 +34,21 @@ PYTEST := $(BIN)/python -m pytest -q -n auto --durations=15
 # The main run uses the TensorFlow backend; tests/backends (layers and models written
 # backend-neutrally, and the fused-kernel path on reference kernels) then runs again under
 # JAX and under PyTorch (their CPU wheels are test dependencies).
-test: $(STAMP)
+test: $(STAMP) $(WEB_STAMP)
 	KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} $(PYTEST) -m "not slow"
 	KERAS_BACKEND=jax KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} \
 	    $(PYTEST) -m "not slow" -p no:cacheprovider tests/backends
 	KERAS_BACKEND=torch KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} \
 	    $(PYTEST) -m "not slow" -p no:cacheprovider tests/backends
 
-test-all: $(STAMP)
+test-all: $(STAMP) $(WEB_STAMP)
 	KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} $(PYTEST)
 
 # The main job, offline (~10 min on 2 cores): Kneser-Ney n-grams of orders 2-5 and an LSTM LM
 # on tinyshakespeare (shipped in the package), SavedModel + TFLite export, the on-device
 # benchmark (neural vs n-gram), the demo model and a summary table; then the LiteRT-only demo.
 DEMO_OUT ?= runs/pipeline
-demo: $(STAMP)
+demo: $(STAMP) $(WEB_STAMP)
 	$(BIN)/keras-seq data stats --data tinyshakespeare --tokenizer word --min-count 2
 	$(BIN)/keras-seq pipeline --out $(DEMO_OUT) --minutes 10
 	printf 'my lord\nthe king is\n/gen 30\n' | \
@@ -72,4 +82,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(WEB_DIR)/node_modules build *.egg-info .pytest_cache .ruff_cache

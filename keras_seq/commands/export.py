@@ -1,5 +1,6 @@
-"""``keras-seq export saved-model|tflite|seq2seq|classifier|tagger``: SavedModel signatures
-and TFLite variants (``classifier --tflite``: the streaming step model)."""
+"""``keras-seq export saved-model|tflite|seq2seq|classifier|tagger|web``: SavedModel
+signatures, TFLite variants (``classifier --tflite``: the streaming step model) and the
+browser site (``web``: LiteRT.js, no TensorFlow needed)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,44 @@ def register(subparsers) -> None:
     p.add_argument("--run-dir", required=True, help="a `keras-seq train tag` run directory")
     p.add_argument("--out", required=True, help="SavedModel folder to write")
     p.set_defaults(func=_needs_tensorflow(run_tagger, "tag"))
+
+    p = sub.add_parser("web", help="a static site that runs step models in a browser on "
+                       "LiteRT.js: suggestions as you type, generation, per-token latency")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--tflite-dir", default=None, help="an export folder: every "
+                        "step_*.tflite in it goes on the page")
+    source.add_argument("--model", nargs="+", default=None, metavar="M.tflite",
+                        help="these step models (their .json and tokenizer.json next to them)")
+    p.add_argument("--out", required=True, help="folder for the site")
+    p.add_argument("--default", default=None, metavar="NAME",
+                   help="the model the page opens with (a file stem such as step_dynamic; "
+                   "default: step_dynamic when present, else the first)")
+    p.add_argument("--litert-js", default=None, metavar="DIR",
+                   help="a node_modules/@litertjs folder (default: the one `make web-deps` "
+                   "installs in keras_seq/web)")
+    p.add_argument("--top", type=int, default=3, help="suggestions shown (1-10, default 3)")
+    add_json_arg(p)
+    p.set_defaults(func=run_web)
+
+
+def run_web(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
+    from pathlib import Path
+
+    from keras_seq.export.web import export_web, step_models
+
+    models = step_models(args.tflite_dir) if args.tflite_dir else [Path(m) for m in args.model]
+    default = args.default
+    if default is None and any(m.stem == "step_dynamic" for m in models):
+        default = "step_dynamic"
+    site = export_web(models, args.out, default=default, litert_js=args.litert_js,
+                      top=args.top)
+    if args.json:
+        print_json(site)
+    else:
+        print(f"wrote the site to {args.out}: {len(site['models'])} model(s), opens with "
+              f"{site['default']}. Serve it: keras-seq demo --web --site {args.out}")
+    return 0
 
 
 def run_classifier(args) -> int:

@@ -1,0 +1,329 @@
+// A keras-seq step model on LiteRT.js: one token in, next-token logits out, the recurrent
+// state carried in JavaScript between calls (the exported "step" graph, explicit state).
+//
+//   const lm = await StepLM.load(entry, tokenizer, {accelerator: "wasm", threads: 1});
+//   lm.reset(); lm.step(tokenizer.startId());
+//   await lm.feed(tokenizer.encode("my lord"));
+//   lm.suggest(3)          // [{token: "and", id: 7, prob: 0.12}, ...]
+//
+// `entry` is one model of site.json: {file, sha256, meta} with meta the exporter's metadata
+// (state names and shapes, vocabulary size, signature).
+
+import {Tensor, getGlobalLiteRt, loadAndCompile} from "./litert/core/index.js";
+
+export class ModelError extends Error {}
+
+async function sha256Hex(bytes) {
+  const digest = await crypto.subtle.digest("SHA-256", bytes);
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+// Fetch a model file and check it is the one the metadata describes (size, then sha256).
+export async function fetchModel(entry) {
+  let response;
+  try {
+    response = await fetch(entry.file);
+  } catch (err) {
+    throw new ModelError(`cannot fetch ${entry.file}: ${err.message}`);
+  }
+  if (!response.ok) {
+    throw new ModelError(`model file ${entry.file} is missing (HTTP ${response.status}); ` +
+                         "export the site again with `keras-seq export web`");
+  }
+  const bytes = new Uint8Array(await response.arrayBuffer());
+  const actual = await sha256Hex(bytes);
+  if (actual !== entry.sha256) {
+    throw new ModelError(`model file ${entry.file} is damaged: ${bytes.length} bytes hashing to ` +
+                         `${actual.slice(0, 12)}…, the site expects ${entry.size} bytes hashing ` +
+                         `to ${entry.sha256.slice(0, 12)}…; export the site again`);
+  }
+  return bytes;
+}
+
+function sameBits(a, b) {
+  if (!a || !b || a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
+  return true;
+}
+
+function softmax(logits) {
+  let max = -Infinity;
+  for (const v of logits) if (v > max) max = v;
+  const probs = new Float64Array(logits.length);
+  let sum = 0;
+  for (let i = 0; i < logits.length; i++) { probs[i] = Math.exp(logits[i] - max); sum += probs[i]; }
+  for (let i = 0; i < probs.length; i++) probs[i] /= sum;
+  return probs;
+}
+
+// A small seeded generator (mulberry32): the page's samples repeat for the same seed.
+export function seededRandom(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// The samplers of keras_seq/sampling.py: probabilities after temperature, then greedy,
+// top-k or top-p (nucleus); banned ids (<pad>, <unk>) never come out.
+export function sampleToken(logits, {sampler = "top-k", k = 10, p = 0.9, temperature = 1.0,
+                                     banned = [], random = Math.random} = {}) {
+  const z = Float64Array.from(logits, (v) => v / (sampler === "greedy" ? 1 : temperature));
+  for (const id of banned) z[id] = -Infinity;
+  if (sampler === "greedy") {
+    let best = 0;
+    for (let i = 1; i < z.length; i++) if (z[i] > z[best]) best = i;
+    return best;
+  }
+  const probs = softmax(z);
+  const order = Array.from(probs.keys()).sort((a, b) => probs[b] - probs[a] || a - b);
+  let keep = order;
+  if (sampler === "top-k") keep = order.slice(0, Math.min(k, order.length));
+  if (sampler === "top-p") {
+    let total = 0, n = 0;
+    while (n < order.length && total < p - 1e-9) total += probs[order[n++]];
+    keep = order.slice(0, Math.max(n, 1));
+  }
+  let mass = 0;
+  for (const id of keep) mass += probs[id];
+  let r = random() * mass;
+  for (const id of keep) { r -= probs[id]; if (r <= 0) return id; }
+  return keep[keep.length - 1];
+}
+
+export class StepLM {
+  constructor(compiled, entry, tokenizer, options) {
+    this.compiled = compiled;
+    this.entry = entry;
+    this.meta = entry.meta;
+    this.tokenizer = tokenizer;
+    this.options = options;
+    this.runner = compiled.signatures[this.meta.signature];
+    if (!this.runner) {
+      throw new ModelError(`${entry.file} has no signature '${this.meta.signature}'`);
+    }
+    this.stateNames = this.meta.state_names || [];
+    this.stateShapes = this.meta.state_shapes || {};
+    this.vocabSize = this.meta.vocab_size;
+    this.banned = [tokenizer.padId, tokenizer.unkId].filter((id) => id !== undefined);
+    this.reset();
+  }
+
+  static async load(entry, tokenizer, {accelerator = "wasm", threads = 1} = {}) {
+    if (entry.meta.tokenizer_fingerprint !== tokenizer.fingerprint) {
+      throw new ModelError(`${entry.file} was exported with tokenizer ` +
+                           `${entry.meta.tokenizer_fingerprint}, the site has ${tokenizer.fingerprint}`);
+    }
+    const bytes = await fetchModel(entry);
+    let compiled;
+    try {
+      compiled = await loadAndCompile(bytes, {accelerator, cpuOptions: {numThreads: threads}});
+    } catch (err) {
+      throw new ModelError(`LiteRT.js cannot load ${entry.file} (${entry.meta.variant}) on ` +
+                           `${accelerator}: ${err.message || err}`);
+    }
+    if (entry.meta.graph !== "step") {
+      compiled.delete();
+      throw new ModelError(`LiteRT.js loaded ${entry.file}, a '${entry.meta.graph}' model, but ` +
+                           "the page streams 'step' models (the state carried in JavaScript)");
+    }
+    const lm = new StepLM(compiled, entry, tokenizer, {accelerator, threads});
+    lm.fastPath = await lm.enableFastPath();
+    return lm;
+  }
+
+  reset() {
+    this.states = {};
+    for (const name of this.stateNames) {
+      const shape = this.stateShapes[name];
+      this.states[name] = new Float32Array(shape.reduce((a, b) => a * b, 1));
+    }
+    this.logits = null;
+    this.history = [];
+  }
+
+  // A copy of the state, to come back to (the page keeps one per fed token for Backspace).
+  snapshot() {
+    const states = {};
+    for (const name of this.stateNames) states[name] = this.states[name].slice();
+    return {states, logits: this.logits && this.logits.slice(), history: this.history.slice()};
+  }
+
+  restore(snap) {
+    for (const name of this.stateNames) this.states[name] = snap.states[name].slice();
+    this.logits = snap.logits && snap.logits.slice();
+    this.history = snap.history.slice();
+  }
+
+  // Feed one token id; returns the next-token logits (Float32Array of the vocabulary size).
+  async step(tokenId) {
+    if (!(tokenId >= 0 && tokenId < this.vocabSize)) {
+      throw new ModelError(`token id ${tokenId} is outside the vocabulary (${this.vocabSize})`);
+    }
+    if (this.fast) await this.fastStep(tokenId);
+    else await this.checkedStep(tokenId);
+    for (const v of this.logits) {
+      if (!Number.isFinite(v)) {
+        throw new ModelError(`${this.entry.file} produced a non-finite logit: its weights are ` +
+                             "damaged or overflow");
+      }
+    }
+    this.history.push(tokenId);
+    return this.logits;
+  }
+
+  // One step through LiteRT.js's public API: new input Tensors, checked, run, read, freed.
+  async checkedStep(tokenId) {
+    const inputs = {token: new Tensor(Int32Array.of(tokenId), [1])};
+    for (const name of this.stateNames) {
+      inputs[name] = new Tensor(this.states[name], this.stateShapes[name]);
+    }
+    let outputs;
+    try {
+      outputs = await this.runner.run(inputs);
+    } finally {
+      for (const t of Object.values(inputs)) t.delete();
+    }
+    try {
+      for (const name of this.stateNames) {
+        this.states[name] = (await this.read(outputs[name])).slice();
+      }
+      this.logits = (await this.read(outputs.logits)).slice();
+    } finally {
+      for (const t of Object.values(outputs)) t.delete();
+    }
+  }
+
+  // The Wasm fast path: the input buffers are made (and checked by LiteRT.js) once, each step
+  // writes the token and state into them in place and calls the compiled model directly. It
+  // skips the per-call allocation and checks of run() (most of the time of a small model).
+  // `enableFastPath` turns it on only after one step gave the same bits both ways.
+  async enableFastPath() {
+    const runner = this.runner;
+    const compiled = runner.liteRtCompiledModel;
+    if (this.options.accelerator !== "wasm" || !compiled || runner.signatureIndex === undefined) {
+      return false;
+    }
+    const inputs = runner.getInputDetails().map((d) => d.name);
+    const tensors = inputs.map((name) => (name === "token"
+      ? new Tensor(new Int32Array(1), [1])
+      : new Tensor(new Float32Array(this.states[name].length), this.stateShapes[name])));
+    const outputs = runner.getOutputDetails().map((d) => d.name);
+    this.fast = {compiled, index: runner.signatureIndex, inputs, outputs, tensors,
+                 wasm: getGlobalLiteRt().liteRtWasm};
+    const checked = this.snapshot();
+    const start = this.tokenizer.startId();
+    await this.checkedStep(start);
+    const reference = this.snapshot();
+    this.restore(checked);
+    try {
+      await runner.run(tensors);  // LiteRT.js checks these buffers against the signature
+      await this.fastStep(start);
+    } catch (err) {
+      this.disableFastPath();
+      return false;
+    }
+    const same = sameBits(this.logits, reference.logits) &&
+      this.stateNames.every((n) => sameBits(this.states[n], reference.states[n]));
+    this.restore(checked);
+    if (!same) this.disableFastPath();
+    return same;
+  }
+
+  disableFastPath() {
+    if (!this.fast) return;
+    for (const t of this.fast.tensors) t.delete();
+    this.fast = null;
+  }
+
+  async fastStep(tokenId) {
+    const {compiled, index, inputs, outputs, tensors, wasm} = this.fast;
+    for (let i = 0; i < inputs.length; i++) {
+      const data = inputs[i] === "token" ? Int32Array.of(tokenId) : this.states[inputs[i]];
+      const buffer = tensors[i].liteRtTensorBuffer;
+      const ptr = buffer.lock(wasm.LiteRtTensorBufferLockMode.WRITE);
+      wasm.HEAPU8.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), ptr);
+      buffer.unlock();
+    }
+    const results = await compiled.run(index, tensors.map((t) => t.liteRtTensorBuffer));
+    try {
+      for (let i = 0; i < outputs.length; i++) {
+        const name = outputs[i];
+        const size = name === "logits" ? this.vocabSize : this.states[name]?.length;
+        if (size === undefined) continue;
+        const copy = new Float32Array(size);
+        const ptr = results[i].lock(wasm.LiteRtTensorBufferLockMode.READ);
+        new Uint8Array(copy.buffer).set(wasm.HEAPU8.subarray(ptr, ptr + copy.byteLength));
+        results[i].unlock();
+        if (name === "logits") this.logits = copy;
+        else this.states[name] = copy;
+      }
+    } finally {
+      for (const r of results) r.delete();
+    }
+  }
+
+  async read(tensor) {
+    if (tensor.accelerator === "wasm") return tensor.toTypedArray();
+    const local = await tensor.copyTo("wasm");
+    try { return local.toTypedArray().slice(); } finally { local.delete(); }
+  }
+
+  // Feed ids one by one (starting the stream first); returns each step's time in µs.
+  async feed(ids) {
+    if (!this.history.length) await this.step(this.tokenizer.startId());
+    const micros = [];
+    for (const id of ids) {
+      const t0 = performance.now();
+      await this.step(id);
+      micros.push((performance.now() - t0) * 1000);
+    }
+    return micros;
+  }
+
+  // The k likeliest next tokens (never <pad>/<unk>), optionally those starting with `prefix`.
+  suggest(k = 3, prefix = "") {
+    if (!this.logits) throw new ModelError("no context yet: feed a token first");
+    const probs = softmax(this.logits);
+    const order = Array.from(probs.keys()).sort((a, b) => probs[b] - probs[a] || a - b);
+    const skip = new Set(this.banned);
+    const vocab = this.tokenizer.vocab;
+    const out = [];
+    for (const id of order) {
+      if (skip.has(id) || !vocab[id].startsWith(prefix)) continue;
+      out.push({token: vocab[id], id, prob: probs[id]});
+      if (out.length === k) break;
+    }
+    return out;
+  }
+
+  // Sample `n` tokens from the current state; onToken(id, micros) as each arrives.
+  async generate(n, samplerOptions, onToken) {
+    const random = seededRandom(samplerOptions.seed ?? 0);
+    const ids = [], micros = [];
+    if (!this.logits) await this.step(this.tokenizer.startId());
+    for (let i = 0; i < n; i++) {
+      const id = sampleToken(this.logits, {...samplerOptions, banned: this.banned, random});
+      const t0 = performance.now();
+      await this.step(id);
+      micros.push((performance.now() - t0) * 1000);
+      ids.push(id);
+      if (onToken) onToken(id, micros[micros.length - 1]);
+    }
+    return {ids, micros};
+  }
+
+  // How a generated token is written after the previous one.
+  tokenText(id) {
+    const tok = this.tokenizer.vocab[id];
+    if (this.tokenizer.kind === "char") return tok;
+    if (tok === "<eos>") return "\n";
+    const h = this.history;
+    const previous = h.length >= 2 ? h[h.length - 2] : null;
+    return previous === null || previous === this.tokenizer.eosId ? tok : ` ${tok}`;
+  }
+}

@@ -1,0 +1,238 @@
+"""The browser demo in a real browser: headless Chromium (Debian's package) driven by
+Playwright opens the site `keras-seq export web` wrote, served by `keras-seq demo --web`'s
+server, types a prefix key by key, and the page's suggestions must be LiteRT Python's on the
+same model and prefix, for every step variant. Also: the JavaScript tokenizer gives the
+Python ids on hostile strings, and a missing or damaged model shows an error on the page.
+
+Skips, naming the reason, where Chromium, Playwright or LiteRT.js (``make web-deps``) is
+missing; CI installs all three.
+"""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from test_export_common import learned_run
+
+from keras_seq.benchmarks.browser import browser_missing, launch_chromium
+from keras_seq.data.tokenizers import load_tokenizer
+from keras_seq.errors import KerasSeqError
+from keras_seq.export.web import export_web, find_litert_js, step_models
+from keras_seq.runtime.litert import LiteRTLM
+from keras_seq.runtime.web_server import SiteServer
+
+VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
+# The page and LiteRT Python run the same file on XNNPACK (Wasm SIMD in the browser, x86
+# here): max |Δp| measured over these prefixes 5e-8 (float32), 6e-8 (float16), 1.5e-8
+# (dynamic), 1e-16 (int8, int16x8).
+PROB_ATOL = 1e-6
+PREFIXES = ("the ", "a big ", "the small red c", "a dog sat on the big red ")
+HOSTILE = ("", "   ", "\n\n", "The Cat SAT.", "don't stop!!", "naïve café — déjà vu",
+           "ΟΔΟΣ Σ", "İstanbul", "日本語のテキスト", "emoji 🙂👍🏽 end", "tab\tsep\r\nline",
+           "a <unk> b <UNK>", "x\x1ey\x1fz", "zebra quokka", "under_score it's 42 ½ ³",
+           "trailing space ", "no newline", "ends\n", "\u00a0nbsp\u2003em", "Ǆemo ǅ",
+           "ﬁne ligature", "a" * 300)
+
+
+def _skip_reason():
+    reason = browser_missing()
+    if reason:
+        return reason
+    try:
+        find_litert_js()
+    except KerasSeqError as err:
+        return str(err)
+    return None
+
+
+pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
+
+
+@pytest.fixture(scope="module")
+def exported_steps(tmp_path_factory):
+    """The learned toy LSTM exported as every step variant (no sequence or fused graphs)."""
+    from keras_seq.export.tflite import export_tflite
+
+    out = tmp_path_factory.mktemp("web_tflite")
+    export_tflite(learned_run(tmp_path_factory), out, variants=VARIANTS, graphs=("step",),
+                  seq_length=8, calib_tokens=40, parity_tokens=40, val_tokens=100,
+                  printer=lambda *a: None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def site(exported_steps, tmp_path_factory):
+    out = tmp_path_factory.mktemp("site") / "web"
+    export_web(step_models(exported_steps), out, default="step_dynamic")
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    with SiteServer(site, port=0) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = launch_chromium(p)
+        yield b
+        b.close()
+
+
+def _open(browser, url):
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    return page, errors
+
+
+def _python_suggestions(model, text, k=3):
+    """What LiteRT Python suggests for ``text`` typed on the page: the complete words are the
+    context, a word still being typed (no space after it) filters the suggestions."""
+    lm = LiteRTLM(model)
+    tok = lm.tokenizer
+    tokens = tok.tokens(text)
+    partial = ""
+    if tokens and not text[-1].isspace() and (text[-1].isalnum() or text[-1] in "_'"):
+        partial = tokens.pop()
+    lm.reset()
+    lm.feed_ids(tok.tokens_to_ids(tokens))
+    return lm.suggest(k, prefix=partial.lower())
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_typed_suggestions_equal_litert_python(browser, server, exported_steps, variant):
+    page, errors = _open(browser, f"{server.url}index.html?model=step_{variant}")
+    info = page.evaluate("window.kerasSeq.ready")
+    assert info["variant"] == variant and info["crossOriginIsolated"] and info["fastPath"]
+    for prefix in PREFIXES:
+        page.fill("#input", "")
+        page.type("#input", prefix)  # key by key: every keystroke updates the strip
+        page.wait_for_selector(f"#suggestions[data-text={json.dumps(prefix)}]")
+        buttons = page.query_selector_all("#suggestions .suggestion")
+        shown = [(b.get_attribute("data-token"), float(b.get_attribute("data-prob")))
+                 for b in buttons]
+        expected = _python_suggestions(exported_steps / f"step_{variant}.tflite", prefix)
+        assert [t for t, _ in shown] == [t for t, _ in expected], (variant, prefix)
+        np.testing.assert_allclose([p for _, p in shown], [p for _, p in expected],
+                                   atol=PROB_ATOL, rtol=0)
+        assert "<pad>" not in [t for t, _ in shown] and "<unk>" not in [t for t, _ in shown]
+    assert "µs" in page.inner_text("#latency")
+    assert not errors and page.is_hidden("#error")
+    page.close()
+
+
+def test_page_generates_and_benchmarks(browser, server):
+    page, errors = _open(browser, f"{server.url}index.html")
+    page.evaluate("window.kerasSeq.ready")
+    page.type("#input", "the ")
+    page.fill("#ntokens", "12")
+    page.click("#generate")
+    page.wait_for_selector("#genstats:has-text('12 tokens')")
+    words = page.inner_text("#generated").split()
+    assert len(words) >= 8 and "<unk>" not in words and "<pad>" not in words
+    micros = page.evaluate("window.kerasSeq.benchmark({steps: 30, warmup: 5})")
+    assert len(micros) == 30 and all(m > 0 for m in micros)
+    assert not errors
+    page.close()
+
+
+def test_javascript_tokenizer_gives_python_ids(browser, server, site):
+    tok = load_tokenizer(site / "tokenizer.json")
+    page, _ = _open(browser, f"{server.url}index.html")
+    page.evaluate("window.kerasSeq.ready")
+    for text in HOSTILE:
+        js = page.evaluate("(t) => window.kerasSeq.tokenize(t)", text)
+        assert js == tok.encode(text).tolist(), repr(text)
+    # A lone surrogate: refused on both sides, never encoded.
+    with pytest.raises(Exception, match="lone surrogate"):
+        tok.encode("a\ud800")
+    message = page.evaluate("window.kerasSeq.tokenize('a' + String.fromCharCode(0xd800))"
+                            ".then(() => 'encoded', (e) => e.message)")
+    assert "lone surrogate U+D800" in message
+    page.close()
+
+
+def test_javascript_char_tokenizer_gives_python_ids(browser, server):
+    """The char rule, checked in the page's module on a char vocabulary."""
+    from keras_seq.data.tokenizers import make_tokenizer
+
+    tok = make_tokenizer("char").fit("the cat sat on the mat.\nNaïve 🙂!\n")
+    page, _ = _open(browser, f"{server.url}index.html")
+    page.evaluate("window.kerasSeq.ready")
+    for text in HOSTILE:
+        js = page.evaluate("async ([data, t]) => { const m = await import('./tokenizer.js');"
+                           " return Array.from(m.Tokenizer.fromJSON(data).encode(t)); }",
+                           [tok.to_dict(), text])
+        assert js == tok.encode(text).tolist(), repr(text)
+    page.close()
+
+
+def _damaged_site(site, tmp_path, damage):
+    copy = tmp_path / "web"
+    shutil.copytree(site, copy)
+    damage(copy)
+    return copy
+
+
+def _page_error(browser, site_dir, query=""):
+    with SiteServer(site_dir, port=0) as srv:
+        page, _ = _open(browser, f"{srv.url}index.html{query}")
+        page.wait_for_selector("#error:not([hidden])", timeout=30_000)
+        text = page.inner_text("#error")
+        assert page.evaluate("document.body.dataset.state") == "error"
+        page.close()
+    return text
+
+
+def test_missing_model_shows_an_error(browser, site, tmp_path):
+    broken = _damaged_site(site, tmp_path, lambda d: (d / "models/step_dynamic.tflite").unlink())
+    text = _page_error(browser, broken)
+    assert "models/step_dynamic.tflite is missing (HTTP 404)" in text
+
+
+def test_damaged_model_shows_an_error(browser, site, tmp_path):
+    def truncate(d):
+        path = d / "models/step_dynamic.tflite"
+        path.write_bytes(path.read_bytes()[:1000])
+
+    text = _page_error(browser, _damaged_site(site, tmp_path, truncate))
+    assert "is damaged: 1000 bytes" in text
+
+
+def test_unloadable_model_shows_litert_js_error(browser, site, tmp_path):
+    """A file whose hash the site vouches for, but which is not a model: LiteRT.js's own
+    error reaches the page."""
+    def corrupt_and_rehash(d):
+        import hashlib
+
+        path = d / "models/step_dynamic.tflite"
+        path.write_bytes(b"\0" * 4096)
+        meta = json.loads((d / "site.json").read_text())
+        for m in meta["models"]:
+            if m["name"] == "step_dynamic":
+                m["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        (d / "site.json").write_text(json.dumps(meta))
+
+    text = _page_error(browser, _damaged_site(site, tmp_path, corrupt_and_rehash))
+    assert "LiteRT.js cannot load models/step_dynamic.tflite" in text
+
+
+def test_unknown_model_and_missing_site(browser, site, tmp_path):
+    assert "this site has no model 'nope'" in _page_error(browser, site, "?model=nope")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "site.json").write_text("{}")
+    shutil.copy(site / "index.html", empty)
+    for name in ("app.js", "lm.js", "tokenizer.js"):
+        shutil.copy(site / name, empty)
+    shutil.copytree(site / "litert", empty / "litert")
+    (empty / "site.json").unlink()
+    with pytest.raises(KerasSeqError, match="not a keras-seq site"):
+        SiteServer(empty, port=0)
