@@ -7,6 +7,7 @@ from keras_seq.data.tokenizers import (
     EOS,
     UNK,
     CharTokenizer,
+    Tokenizer,
     WordTokenizer,
     load_tokenizer,
     make_tokenizer,
@@ -134,3 +135,65 @@ def test_subword_vocab_size_is_a_maximum():
     assert tok.vocab_size <= 60
     sample = " ".join(words[:20]) + "\n"
     assert tok.decode(tok.encode(sample)) == sample  # still spells every word
+
+
+# -- the fast word and char paths against the reference rule (issue 27) -----------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from keras_seq.data.tokenizers import (  # noqa: E402
+    _split_words,
+    _split_words_regex,
+    line_blocks,
+)
+
+# Everything the word rule treats specially: ASCII whitespace and punctuation, the two
+# marker characters, non-ASCII whitespace (which str.split() would drop), non-ASCII
+# punctuation and letters, letters whose lower case changes length, "<unk>" pieces.
+HOSTILE = st.lists(
+    st.sampled_from(list("aZ9_' \t\n\r\f\v.,<>!-/\x00\x1c\x1d\x1e\x1f\x7f\x85\xa0\u2003"
+                         "\u2028—«»éÉİΣßǅ😀") + ["<unk>", "<UNK>", "\r\n", "\n\n", "don't"]),
+    max_size=60,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=HOSTILE, lower=st.booleans())
+def test_fast_word_split_equals_the_regex_rule(text, lower):
+    assert _split_words(text, lower) == _split_words_regex(text, lower)
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=HOSTILE, size=st.integers(1, 8))
+def test_tokens_of_line_blocks_are_the_tokens_of_the_text(text, size):
+    tok = WordTokenizer().fit(TRICKY + text + " x")
+    assert "".join(line_blocks(text, size)) == text
+    pieces = [tok.encode(block) for block in line_blocks(text, size)]
+    joined = np.concatenate(pieces) if pieces else np.zeros(0, np.int32)
+    np.testing.assert_array_equal(joined, tok.encode(text))
+
+
+@pytest.mark.parametrize("kind", ["char", "word"])
+def test_fast_encode_equals_the_token_lookup(kind):
+    train = TRICKY * 3 + "Σίσυφος ΟΔΟΣ\n"
+    tok = make_tokenizer(kind, min_count=2).fit(train)
+    for text in [TRICKY, "unseen wörds\u2003and <unk>s\n\n", "", "\x1e\x1f", TRICKY * 5000]:
+        reference = Tokenizer.tokens_to_ids(tok, tok.tokens(text))
+        ids, unknown = tok.encode_counting(text)
+        np.testing.assert_array_equal(ids, reference)
+        assert unknown == sum(t not in tok._index for t in tok.tokens(text))
+    assert tok.vocab == make_tokenizer(kind, min_count=2).fit_counts(_counts(kind, train)).vocab
+
+
+def _counts(kind, text):
+    counts = make_tokenizer(kind).counter()
+    for block in line_blocks(text, 7):
+        counts.add(block)
+    return counts
+
+
+def test_word_fit_counts_literal_unk_as_the_special():
+    tok = WordTokenizer().fit("<unk> <unk> a\n")
+    assert tok.vocab == ["<pad>", UNK, EOS, "a"]
+    assert tok.encode("<UNK> b\n").tolist() == [1, 1, 2]
