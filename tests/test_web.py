@@ -236,3 +236,22 @@ def test_unknown_model_and_missing_site(browser, site, tmp_path):
     (empty / "site.json").unlink()
     with pytest.raises(KerasSeqError, match="not a keras-seq site"):
         SiteServer(empty, port=0)
+
+
+def test_bench_web_measures_browser_and_native(browser, exported_steps, tmp_path):
+    from keras_seq.benchmarks.web import format_web_report, plot_web_report, run_web_benchmark
+
+    shot = tmp_path / "page.png"
+    report = run_web_benchmark(exported_steps, steps=10, warmup=2, rounds=2, threads=(1, 2),
+                               browser=browser,
+                               webgpu=False, names=["step_dynamic"], screenshot=shot,
+                               screenshot_text="the ", printer=lambda m: None)
+    (row,) = report["rows"]
+    assert set(row["cells"]) == {"native ×1", "native ×2", "wasm ×1", "wasm ×2"}
+    for cell in row["cells"].values():
+        assert 0 < cell["min_us"] <= cell["p50_us"] <= cell["max_us"]
+    assert "| step_dynamic |" in format_web_report(report)
+    assert plot_web_report(report, tmp_path / "b.png").stat().st_size > 1000
+    assert shot.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(KerasSeqError, match="no step model"):
+        run_web_benchmark(exported_steps, steps=10, names=["step_nope"], browser=browser)

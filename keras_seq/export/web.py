@@ -36,10 +36,10 @@ from keras_seq.runtime.metadata import read_metadata
 WEB_SOURCES = Path(__file__).resolve().parent.parent / "web"
 PAGE_FILES = ("index.html", "app.js", "lm.js", "tokenizer.js", "style.css")
 LITERT_ENV = "KERAS_SEQ_LITERT_JS"
-# The Wasm builds the page may load: plain and threaded, each with a fallback for browsers
-# without relaxed SIMD ("compat"); the JSPI build (WebNN, partitioned WebGPU) is left out.
+# The Wasm builds the page may load: plain, threaded, a fallback for browsers without
+# relaxed SIMD ("compat") and JSPI (what LiteRT.js's WebGPU path needs).
 WASM_FILES = ("litert_wasm_internal", "litert_wasm_threaded_internal",
-              "litert_wasm_compat_internal")
+              "litert_wasm_compat_internal", "litert_wasm_jspi_internal")
 STREAMED_GRAPHS = ("step", "step_fused")
 
 

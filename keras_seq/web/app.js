@@ -140,7 +140,9 @@ async function main() {
     throw new ModelError("WebGPU is not available in this browser; use accelerator=wasm");
   }
   $("status").textContent = `loading LiteRT.js (${threads > 1 ? "threaded " : ""}Wasm)…`;
-  await loadLiteRt(new URL("litert/wasm/", location.href).href, {threads: threads > 1});
+  // WebGPU runs need the JSPI build (LiteRT.js's GPU path awaits inside Wasm).
+  await loadLiteRt(new URL("litert/wasm/", location.href).href,
+                   {threads: threads > 1, jspi: accelerator === "webgpu"});
   const tokResponse = await fetch(site.tokenizer);
   if (!tokResponse.ok) throw new ModelError(`tokenizer ${site.tokenizer} is missing`);
   const tokenizer = Tokenizer.fromJSON(await tokResponse.json());

@@ -1,0 +1,48 @@
+"""``keras-seq bench web``: per-token latency of every step variant in headless Chromium
+(LiteRT.js Wasm, 1 and more threads, WebGPU where offered) beside native LiteRT."""
+
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "web", help="per-token latency of each step variant in a browser (LiteRT.js) vs "
+        "native LiteRT, and which variants LiteRT.js cannot run")
+    p.add_argument("--tflite-dir", required=True,
+                   help="a `keras-seq export tflite` folder (its step_*.tflite are measured)")
+    p.add_argument("--steps", type=int, default=200, help="timed tokens per cell and round")
+    p.add_argument("--warmup", type=int, default=30, help="untimed tokens first")
+    p.add_argument("--rounds", type=int, default=3, help="rounds (variants alternated)")
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                   help="thread counts, in the browser and natively")
+    p.add_argument("--models", nargs="+", default=None, metavar="NAME",
+                   help="only these step models (file stems, e.g. step_dynamic)")
+    p.add_argument("--no-webgpu", action="store_true", help="do not try WebGPU")
+    p.add_argument("--plot", default=None, help="write a PNG bar chart here")
+    p.add_argument("--screenshot", default=None, metavar="PNG",
+                   help="also save the page (default model) after typing a prefix")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=run_web)
+
+
+def run_web(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
+    import json
+    import sys
+
+    from keras_seq.benchmarks.web import format_web_report, plot_web_report, run_web_benchmark
+
+    report = run_web_benchmark(args.tflite_dir, steps=args.steps, warmup=args.warmup,
+                               rounds=args.rounds, threads=tuple(args.threads),
+                               webgpu=not args.no_webgpu, names=args.models, screenshot=args.screenshot,
+                               printer=lambda m: print(m, file=sys.stderr, flush=True))
+    if args.plot:
+        plot_web_report(report, args.plot)
+        report["plot"] = args.plot
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        print(format_web_report(report))
+        if args.plot:
+            print(f"plot: {args.plot}")
+    return 0
