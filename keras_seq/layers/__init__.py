@@ -5,9 +5,11 @@ recurrent projection, CIFG optional) and ``GRUCell`` run inside
 ``keras.layers.RNN``; the layers ``SimpleRNN``, ``LSTM``, ``LSTMP`` and ``GRU`` subclass it
 and replace only the loop (all inputs projected in one matmul, one recurrent
 matmul per step). ``count_params`` / ``param_table`` count weights without
-building anything.
+building anything. ``AdaptiveSoftmax`` is an output layer for large vocabularies
+(Grave et al. 2017).
 """
 
+from keras_seq.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_seq.layers.bahdanau_attention import BahdanauAttention
 from keras_seq.layers.gru import GRU, GRUCell
 from keras_seq.layers.lstm import LSTM, LSTMCell
@@ -16,6 +18,7 @@ from keras_seq.layers.params import count_params, param_table, weight_shapes
 from keras_seq.layers.simple_rnn import SimpleRNN, SimpleRNNCell
 
 __all__ = [
+    "AdaptiveSoftmax",
     "BahdanauAttention",
     "GRU",
     "GRUCell",

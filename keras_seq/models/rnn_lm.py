@@ -11,6 +11,11 @@ import keras
 from keras import layers, ops
 
 from keras_seq import layers as seq_layers
+from keras_seq.layers.adaptive_softmax import (
+    AdaptiveSoftmax,
+    check_cutoffs,
+    two_outcome_logits,
+)
 from keras_seq.layers.seeds import explicit_seed, seeded_dropout
 from keras_seq.layers.state import reset_recurrent_states
 from keras_seq.models._build import BuildByCalling, logits_dtype
@@ -74,13 +79,23 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
             ``embed_dim == units``, or ``embed_dim == proj_units`` for ``lstmp``).
         stateful: carry the recurrent state from batch to batch (truncated BPTT); the
             batch size is then fixed by the first call.
+        softmax: ``"full"`` (a dense logits layer) or ``"adaptive"``
+            (:class:`~keras_seq.layers.adaptive_softmax.AdaptiveSoftmax`: the model then
+            returns log-probabilities, which every logits consumer can read as logits;
+            in ``fit`` the training step computes only the targets' log-probabilities).
+        cutoffs: ``adaptive`` only (and required there): the cluster boundaries, e.g.
+            ``[2000, 10000]`` (token ids are ranked by frequency).
+        div_value: ``adaptive`` only: tail cluster ``i`` projects to
+            ``features // div_value^(i+1)``.
         init_scale: if set, initialise every weight uniformly in ``[-s, s]`` (PTB recipe).
         unit_forget_bias: LSTM forget-gate bias starts at 1.
 
     Call arguments:
         inputs: int ids ``(B, T)``.
 
-    Returns logits ``(B, T, vocab_size)``.
+    Returns logits ``(B, T, vocab_size)`` (log-probabilities for ``softmax="adaptive"``;
+    in training mode an adaptive model returns its last features ``(B, T, features)``,
+    which :meth:`compute_loss` and :meth:`compute_metrics` score against the targets).
 
     Example:
 
@@ -91,6 +106,9 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
     ...                     coupled_input_forget=True, tie_weights=True)
     >>> tuple(lstmp(keras.ops.zeros((2, 5), "int32")).shape), lstmp.rnns[0].cell.state_size
     ((2, 5, 30), [4, 16])
+    >>> adaptive = RecurrentLM(30, embed_dim=4, units=16, softmax="adaptive", cutoffs=[10, 20])
+    >>> tuple(adaptive(keras.ops.zeros((2, 5), "int32")).shape)
+    (2, 5, 30)
     """
 
     def __init__(self, vocab_size: int, embed_dim: int = 128, units: int = 256,
@@ -99,7 +117,8 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
                  init_scale: float | None = None, unit_forget_bias: bool = True,
                  variational_dropout: bool = False, embed_dropout: float = 0.0,
                  weight_dropout: float = 0.0, proj_units: int | None = None,
-                 coupled_input_forget: bool = False, **kwargs):
+                 coupled_input_forget: bool = False, softmax: str = "full",
+                 cutoffs=None, div_value: float = 4.0, **kwargs):
         super().__init__(**kwargs)
         if cell not in CELLS:
             raise ValueError(f"unknown cell {cell!r}; expected one of {', '.join(CELLS)}")
@@ -124,6 +143,8 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
                 f"embed_dim={embed_dim}, {out_name}={out_size}; set them equal or turn tying "
                 "off"
             )
+        out_features = proj_units if cell == "lstmp" else units
+        _check_softmax(softmax, cutoffs, tie_weights, vocab_size, out_features)
         if num_layers < 1:
             raise ValueError(f"num_layers must be ≥ 1, got {num_layers}")
         # weight_dropout is checked by the cells themselves.
@@ -141,6 +162,9 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
         self.variational_dropout = variational_dropout
         self.embed_dropout, self.weight_dropout = float(embed_dropout), float(weight_dropout)
         self.proj_units, self.coupled_input_forget = proj_units, bool(coupled_input_forget)
+        self.softmax = softmax
+        self.cutoffs = None if cutoffs is None else check_cutoffs(cutoffs, vocab_size)
+        self.div_value = float(div_value)
 
         def init():
             if init_scale is None:
@@ -171,7 +195,13 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
                       for _ in range(num_layers + 1)]
         if self.embed_dropout > 0:
             self.embed_drop_seed = keras.random.SeedGenerator(explicit_seed())
-        if tie_weights:
+        if softmax == "adaptive":  # the same U(±0.1) start as the dense head below
+            self.head = AdaptiveSoftmax(vocab_size, self.cutoffs, div_value=self.div_value,
+                                        name="logits", dtype=logits_dtype(),
+                                        kernel_initializer=init().get(
+                                            "kernel_initializer",
+                                            keras.initializers.RandomUniform(-0.1, 0.1)))
+        elif tie_weights:
             self.head = TiedLogits(self.embedding, name="logits", dtype=logits_dtype())
         else:
             # Keras's Dense default (Glorot) scales by fan_in + fan_out: with a vocabulary
@@ -195,7 +225,36 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
         for rnn, drop in zip(self.rnns, self.drops[1:]):
             x = rnn(x, training=training)  # (B, T, U), or (B, T, P) for lstmp
             x = drop(x, training=training)
+        if training and self.softmax == "adaptive":
+            return x  # (B, T, F): compute_loss/compute_metrics score only the targets
         return self.head(x)  # (B, T, V)
+
+    # -- adaptive softmax in fit -----------------------------------------------------------
+    def _is_features(self, y_pred) -> bool:
+        """Whether ``y_pred`` is the training-mode features of an adaptive model (its last
+        axis is the head's input size, which differs from ``vocab_size`` by construction)."""
+        return self.softmax == "adaptive" and y_pred.shape[-1] != self.vocab_size
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if not self._is_features(y_pred):
+            return super().compute_loss(x, y, y_pred, sample_weight, training=training)
+        target_log_probs = self.head.target_log_prob(y_pred, y)  # (B, T): targets' clusters
+        loss = self.head.nll(target_log_probs, sample_weight)
+        for extra in self.losses:
+            loss = loss + ops.sum(ops.cast(extra, loss.dtype))
+        # The compiled metrics (perplexity) are updated here, where the weights are at
+        # hand (JAX's compute_metrics sees only metric variables), from the targets'
+        # log-probs written as logits of {target, any other token}.
+        if self._compile_metrics is not None:
+            self._compile_metrics.update_state(
+                ops.zeros_like(y), two_outcome_logits(ops.stop_gradient(target_log_probs)),
+                sample_weight)
+        return loss
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        if self._is_features(y_pred):  # already updated by compute_loss
+            return self.get_metrics_result()
+        return super().compute_metrics(x, y, y_pred, sample_weight)
 
     def _after_build(self) -> None:
         reset_recurrent_states(self)  # building must not leave a state behind
@@ -232,4 +291,26 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
                 "variational_dropout": self.variational_dropout,
                 "embed_dropout": self.embed_dropout, "weight_dropout": self.weight_dropout,
                 "proj_units": self.proj_units,
-                "coupled_input_forget": self.coupled_input_forget}
+                "coupled_input_forget": self.coupled_input_forget, "softmax": self.softmax,
+                "cutoffs": self.cutoffs, "div_value": self.div_value}
+
+
+def _check_softmax(softmax, cutoffs, tie_weights, vocab_size, out_features) -> None:
+    """``softmax``/``cutoffs``: raise ``ValueError`` saying what is wrong and how to fix it."""
+    if softmax not in ("full", "adaptive"):
+        raise ValueError(f"softmax must be 'full' or 'adaptive', got {softmax!r}")
+    if softmax == "full":
+        if cutoffs is not None:
+            raise ValueError(f"cutoffs {cutoffs!r} are for softmax='adaptive'; set it or drop "
+                             "cutoffs")
+        return
+    if cutoffs is None:
+        raise ValueError("softmax='adaptive' needs cutoffs, the cluster boundaries over the "
+                         f"frequency-ranked ids of the {vocab_size}-token vocabulary, e.g. "
+                         f"cutoffs=[{max(1, vocab_size // 20)}, {max(2, vocab_size // 5)}]")
+    if tie_weights:
+        raise ValueError("tie_weights shares the embedding with a full softmax; the adaptive "
+                         "softmax has its own head and tails: turn one of them off")
+    if out_features == vocab_size:
+        raise ValueError(f"softmax='adaptive' with features == vocab_size ({vocab_size}) "
+                         "cannot tell training features from log-probs; change the units")
