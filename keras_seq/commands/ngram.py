@@ -42,6 +42,13 @@ def register(subparsers) -> None:
     p.add_argument("--no-discount-fallback", action="store_true",
                    help="fail like lmplz when Kneser-Ney discounts cannot be estimated")
     p.add_argument("--out", required=True, help="ARPA file to write")
+    p.add_argument("--memory", default="1G", metavar="SIZE",
+                   help="RAM for Kneser-Ney estimation (K/M/G suffix, like lmplz -S): counts "
+                        "are sorted in blocks of this size, spilled to disk and merged; 0 "
+                        "holds every n-gram in RAM instead")
+    p.add_argument("--temp-dir", default=None, metavar="DIR",
+                   help="where --memory spills its sorted runs (default: the system's "
+                        "temporary directory; removed afterwards)")
     p.set_defaults(func=run_train)
 
     p = sub.add_parser("eval", help="perplexity of an ARPA model on a split")
@@ -90,17 +97,18 @@ def run_train(args) -> int:
     from keras_seq.ngram.counts import NgramCounts, Vocabulary, check_order
     from keras_seq.ngram.data import load_tokenized
     from keras_seq.ngram.estimators import CountModel
+    from keras_seq.ngram.external import id_chunks_from_lines, parse_memory, train_kn_bounded
     from keras_seq.ngram.kneser_ney import kneser_ney
 
     order = check_order(args.order)
     check_tokenizer_options("word", max_vocab=args.max_vocab, min_count=args.min_count)
+    memory = 0 if str(args.memory).strip() == "0" else parse_memory(args.memory)
     start = time.perf_counter()
     data = load_tokenized(args.data, tokenizer=args.tokenizer, max_vocab=args.max_vocab,
                           min_count=args.min_count, split=args.split_ratio,
                           data_dir=args.data_dir)
     vocab = Vocabulary.from_lines(data.train)
-    stream = vocab.encode(data.train)
-    counts = NgramCounts.from_stream(stream, order, len(vocab))
+    n_predicted = sum(len(line) + 1 for line in data.train if len(line))
     meta = {
         "tokenizer": "word",
         "tokenizer_options": data.tokenizer.options,
@@ -108,8 +116,16 @@ def run_train(args) -> int:
         "corpus": data.corpus.name,
         "corpus_sha256": data.corpus.sha256,
         "corpus_split": args.split_ratio,
-        "train_tokens": stream.n_predicted,
+        "train_tokens": n_predicted,
     }
+    if args.smoothing == "kn" and memory:
+        result = train_kn_bounded(id_chunks_from_lines(data.train, vocab), vocab, order, memory,
+                                  args.out, temp_dir=args.temp_dir,
+                                  discount_fallback=not args.no_discount_fallback,
+                                  metadata=meta, progress=_bar)
+        _report(args, order, n_predicted, len(vocab), result.counts, start)
+        return 0
+    counts = NgramCounts.from_stream(vocab.encode(data.train), order, len(vocab))
     if args.smoothing == "kn":
         model = kneser_ney(counts, vocab, not args.no_discount_fallback, meta)
     else:
@@ -117,10 +133,22 @@ def run_train(args) -> int:
     bar = _progress(sum(model.counts), "writing ARPA")
     write_arpa(model, args.out, progress=bar.update)
     bar.close()
-    grams = ", ".join(f"{n + 1}-grams {c:,}" for n, c in enumerate(model.counts))
-    print(f"wrote {args.out}: order {order} {args.smoothing}, {stream.n_predicted:,} training "
-          f"tokens, vocabulary {len(vocab):,}; {grams} ({time.perf_counter() - start:.1f}s)")
+    _report(args, order, n_predicted, len(vocab), model.counts, start)
     return 0
+
+
+def _bar(desc: str, total: int):
+    # lazy: keeps `keras-seq --help` fast (loads tqdm)
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, disable=None if total > 2_000_000 else True,
+                file=sys.stderr, unit_scale=True)
+
+
+def _report(args, order, n_predicted, vocab_size, counts, start) -> None:
+    grams = ", ".join(f"{n + 1}-grams {c:,}" for n, c in enumerate(counts))
+    print(f"wrote {args.out}: order {order} {args.smoothing}, {n_predicted:,} training "
+          f"tokens, vocabulary {vocab_size:,}; {grams} ({time.perf_counter() - start:.1f}s)")
 
 
 def run_eval(args) -> int:

@@ -65,6 +65,7 @@ from keras_seq.ngram.kneser_ney import discounts_from_counts_of_counts
 
 MIN_MEMORY = 64 * 1024
 MIN_ROWS = 4096  # blocks never get smaller than this, whatever the budget
+MIN_MERGE_ROWS = 256
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -277,7 +278,7 @@ def _count_order(d: _Dir, n, V, ids_path, pos_path, prev_end, n_tokens, rows, ne
 def _merge_runs(d: _Dir, n, runs, memory, need_ranks):
     """k-way merge of sorted runs into the order's keys/counts/aux files (and rank maps)."""
     k = len(runs)
-    block = max(MIN_ROWS, memory // (k * 24 * 4))
+    block = max(MIN_MERGE_ROWS, memory // (k * 24 * 4))  # rows read per run and round
     out = {c: d.path(f"{c}{n}") for c in ("keys", "counts", "aux")}
     files = {c: open(p, "wb") for c, p in out.items()}
     ranks = [open(d.path(f"rank{n}"), "wb") if need_ranks else None for _ in runs]

@@ -1,0 +1,152 @@
+"""Bounded-memory Kneser-Ney (keras_seq/ngram/external.py) writes exactly the in-memory ARPA."""
+
+import io
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+from keras_seq.cli import main
+from keras_seq.errors import DataError
+from keras_seq.ngram.arpa import write_arpa
+from keras_seq.ngram.counts import EOS, NgramCounts, Vocabulary
+from keras_seq.ngram.data import load_tokenized
+from keras_seq.ngram.external import id_chunks_from_lines, parse_memory, train_kn_bounded
+from keras_seq.ngram.kneser_ney import kneser_ney
+
+SHAKESPEARE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
+                           "tinyshakespeare.txt")
+TINY = 64 * 1024  # blocks of 4,096 tokens: dozens of sorted runs, a many-way merge
+
+
+@pytest.fixture(scope="module")
+def shakespeare_part(tmp_path_factory):
+    """The first 4,000 lines of tinyshakespeare (~26 k training tokens)."""
+    with open(SHAKESPEARE, encoding="utf-8") as f:
+        text = "".join(f.readlines()[:4000])
+    path = tmp_path_factory.mktemp("corpus") / "part.txt"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def _both(data_path, order, memory, **vocab_options):
+    data = load_tokenized(data_path, **vocab_options)
+    vocab = Vocabulary.from_lines(data.train)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = io.StringIO()
+        write_arpa(kneser_ney(NgramCounts.from_stream(vocab.encode(data.train), order,
+                                                      len(vocab)), vocab), ref)
+        got = io.StringIO()
+        info = train_kn_bounded(id_chunks_from_lines(data.train, vocab, lines_per_chunk=700),
+                                vocab, order, memory, got)
+    return ref.getvalue(), got.getvalue(), info
+
+
+OPTIONS = [{}, {"min_count": 2}, {"max_vocab": 1500}]
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("options", OPTIONS, ids=["all-words", "min-count-2", "max-vocab-1500"])
+def test_tiny_budget_spills_and_merges_to_the_same_arpa(shakespeare_part, order, options):
+    ref, got, info = _both(shakespeare_part, order, TINY, **options)
+    assert got == ref
+    if order > 1:
+        assert min(info.n_runs[1:]) >= 5  # really spilled and merged many ways
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("options", OPTIONS, ids=["all-words", "min-count-2", "max-vocab-1500"])
+def test_tiny_budget_on_all_of_tinyshakespeare(order, options):
+    ref, got, info = _both(SHAKESPEARE, order, 256 * 1024, **options)
+    assert got == ref
+    if order > 1:
+        assert min(info.n_runs[1:]) >= 50
+
+
+def test_chunks_may_split_sentences_anywhere():
+    rng = np.random.default_rng(0)
+    lines = [[f"w{i}" for i in rng.integers(0, 40, size=rng.integers(1, 9))]
+             for _ in range(3000)]
+    vocab = Vocabulary.from_lines(lines)
+    flat = np.concatenate(list(id_chunks_from_lines(lines, vocab)))
+    cuts = np.sort(rng.choice(flat.size, size=400, replace=False))
+    pieces = np.split(flat, cuts)  # pieces end mid-sentence, right after </s>, or are empty
+    outs = []
+    for chunks in ([flat], pieces):
+        out = io.StringIO()
+        train_kn_bounded(chunks, vocab, 4, TINY, out)
+        outs.append(out.getvalue())
+    ref = io.StringIO()
+    write_arpa(kneser_ney(NgramCounts.from_stream(vocab.encode(lines), 4, len(vocab)), vocab), ref)
+    assert outs[0] == outs[1] == ref.getvalue()
+
+
+def test_a_last_sentence_without_eos_and_empty_sentences():
+    vocab = Vocabulary(["a", "b"])
+    lines = [["a", "b"], ["b", "a", "a"]]
+    ids = np.array([EOS, 3, 4, EOS, EOS, 4, 3, 3])  # leading and doubled </s>, none at the end
+    out, ref = io.StringIO(), io.StringIO()
+    train_kn_bounded([ids], vocab, 3, TINY, out)
+    write_arpa(kneser_ney(NgramCounts.from_stream(vocab.encode(lines), 3, len(vocab)), vocab), ref)
+    assert out.getvalue() == ref.getvalue()
+
+
+def test_bad_ids_say_what_was_expected():
+    vocab = Vocabulary(["a"])
+    for bad in (np.array([3, 9]), np.array([1, 3]), np.array([[3]])):
+        with pytest.raises(DataError, match="vocabulary|1-D"):
+            train_kn_bounded([bad], vocab, 2, TINY, io.StringIO())
+
+
+def _leftovers(tmp_path):
+    return [p for p in tmp_path.iterdir() if p.name.startswith("keras-seq-kn-")]
+
+
+def test_temp_files_are_removed_after_success_error_and_ctrl_c(tmp_path):
+    vocab = Vocabulary(["a", "b"])
+    good = np.array([3, 4, EOS, 4, 3, EOS] * 500)
+
+    def interrupted():
+        yield good
+        assert _leftovers(tmp_path)  # the runs live under --temp-dir while it works
+        raise KeyboardInterrupt
+
+    train_kn_bounded([good], vocab, 3, TINY, io.StringIO(), temp_dir=str(tmp_path))
+    assert not _leftovers(tmp_path)
+    with pytest.raises(DataError):
+        train_kn_bounded([good, np.array([7])], vocab, 3, TINY, io.StringIO(),
+                         temp_dir=str(tmp_path))
+    assert not _leftovers(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        train_kn_bounded(interrupted(), vocab, 3, TINY, io.StringIO(), temp_dir=str(tmp_path))
+    assert not _leftovers(tmp_path)
+    with pytest.raises(DataError, match="not a directory"):
+        train_kn_bounded([good], vocab, 3, TINY, io.StringIO(), temp_dir=str(tmp_path / "no"))
+
+
+def test_parse_memory():
+    assert parse_memory("1G") == 1 << 30
+    assert parse_memory("512m") == 512 << 20
+    assert parse_memory("64KiB") == 64 << 10
+    assert parse_memory(" 2097152 ") == 2 << 20
+    for bad in ("lots", "1X", "-1G", "", "1K"):
+        with pytest.raises(DataError, match="--memory"):
+            parse_memory(bad)
+
+
+def test_cli_memory_flag_gives_the_in_memory_arpa(shakespeare_part, tmp_path, capsys):
+    paths = {}
+    for memory in ("0", "64K"):
+        paths[memory] = tmp_path / f"m{memory}.arpa"
+        assert main(["ngram", "train", "--data", shakespeare_part, "--order", "3",
+                     "--memory", memory, "--temp-dir", str(tmp_path), "--out",
+                     str(paths[memory])]) == 0
+    assert paths["0"].read_bytes() == paths["64K"].read_bytes()
+    assert not _leftovers(tmp_path)
+    capsys.readouterr()
+    assert main(["ngram", "train", "--data", shakespeare_part, "--memory", "lots",
+                 "--out", str(tmp_path / "x.arpa")]) != 0
+    assert "--memory must be a size such as 512M" in capsys.readouterr().err
