@@ -32,8 +32,8 @@ def add_data_args(parser: argparse.ArgumentParser, default: str | None = EMBEDDE
     names = ", ".join([EMBEDDED, *REGISTRY])
     parser.add_argument(
         "--data", default=default, required=default is None, metavar="NAME|PATH",
-        help=f"corpus: a registry name ({names}), a .txt file or a directory of .txt files "
-        f"(default: {default})",
+        help=f"corpus: a registry name ({names}), a .txt file, a directory of .txt files "
+        f"or a directory written by `keras-seq data prepare` (default: {default})",
     )
     parser.add_argument(
         "--split-ratio", default=DEFAULT_SPLIT, metavar="TRAIN/VAL[/TEST]",
@@ -72,12 +72,21 @@ def add_tokenizer_args(parser: argparse.ArgumentParser, default: str = "word") -
 
 def load_data(args):
     """The corpus named by ``--data`` with ``--split`` and ``--data-dir``, read once the
-    tokenizer flags are known to be usable (:func:`new_tokenizer`)."""
+    tokenizer flags are known to be usable (:func:`new_tokenizer`); a prepared directory
+    is opened as a :class:`~keras_seq.data.prepared.PreparedCorpus` (memory-mapped)."""
     # lazy: keeps `keras-seq --help` fast
     from keras_seq.data.corpus import load_corpus
+    from keras_seq.data.prepared import PreparedCorpus, is_prepared
 
     if hasattr(args, "tokenizer"):
         new_tokenizer(args)
+    if is_prepared(args.data):  # its tokenizer and split were fixed when it was prepared
+        corpus = PreparedCorpus(args.data)
+        corpus.check_request(tokenizer=getattr(args, "tokenizer", None),
+                             split_ratio=args.split_ratio,
+                             **{k: getattr(args, k, None)
+                                for k in ("max_vocab", "min_count", "vocab_size", "lower")})
+        return corpus
     return load_corpus(args.data, data_dir=args.data_dir, split=args.split_ratio)
 
 

@@ -89,18 +89,19 @@ def stream_arrays(ids, batch_size: int, bptt: int) -> tuple[np.ndarray, np.ndarr
 
 
 def stream_dataset(ids, batch_size: int, bptt: int, max_batches: int | None = None):
-    """A ``keras.utils.PyDataset`` of ``(x, y)`` batches, each ``(batch_size, bptt)``, in
-    stream order (:class:`~keras_seq.data.pydatasets.StreamBatches`; any backend).
+    """A ``keras.utils.PyDataset`` of ``(x, y)`` batches, each ``(batch_size, bptt)`` int32,
+    in stream order: the batches of :func:`stream_arrays`, cut from ``ids`` one at a time
+    (:class:`~keras_seq.data.pydatasets.StreamWindows`; any backend), so a memory-mapped
+    stream is never copied whole.
 
     ``max_batches`` keeps only the first batches of the stream.
     """
     # lazy: Keras is imported once the backend is chosen
-    from keras_seq.data.pydatasets import StreamBatches
+    from keras_seq.data.pydatasets import StreamWindows
 
-    x, y = stream_arrays(ids, batch_size, bptt)
-    if max_batches is not None:
-        x, y = x[: max_batches * batch_size], y[: max_batches * batch_size]
-    return StreamBatches(x, y, batch_size)
+    ids = ids if isinstance(ids, np.ndarray) else np.asarray(ids, dtype=np.int32)
+    ids = ids if ids.ndim == 1 else ids.reshape(-1)  # a 1-D memmap stays the file's own map
+    return StreamWindows(ids, StreamLayout(len(ids), batch_size, bptt), max_batches)
 
 
 def pad_sequences(

@@ -21,6 +21,7 @@ True
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import lzma
 import os
@@ -158,7 +159,8 @@ def decode_text(raw: bytes, source: str) -> tuple[str, int, list[str]]:
     bytes that are not valid UTF-8 (lone surrogates written as UTF-8 included) become
     U+FFFD and are counted. Data that is not text is refused with the byte offset of the
     first bad byte: any NUL byte, or invalid bytes over 1% of the file (at least 17).
-    A line over ``MAX_LINE_CHARS`` characters is refused too.
+    A line over ``MAX_LINE_CHARS`` characters is refused too. (:class:`TextDecoder` applies
+    the same rules to bytes that arrive in pieces.)
 
     Returns:
         ``(text, replaced_bytes, notes)``.
@@ -167,44 +169,126 @@ def decode_text(raw: bytes, source: str) -> tuple[str, int, list[str]]:
     >>> text == "one\\ntwo \\ufffd\\n", replaced
     (True, 1)
     """
-    notes = []
-    nul = raw.find(b"\x00")
-    if nul != -1:
-        raise DataError(
-            f"{source} looks binary (a NUL byte at byte offset {nul:,}); expected UTF-8 "
-            "text. Pass a plain-text file or a directory of .txt files."
-        )
-    skipped = 0
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw, skipped = raw[3:], 3
-        notes.append("dropped a UTF-8 byte-order mark")
-    text = raw.decode("utf-8", errors="replace")
-    replaced, first = _invalid_bytes(raw) if "\ufffd" in text else (0, 0)
-    if replaced:
-        where = f"the first at byte offset {first + skipped:,}"
-        if replaced > max(16, len(raw) // 100):
+    decoder = TextDecoder(source)
+    text = decoder.feed(raw)
+    text += decoder.finish()
+    return text, decoder.replaced, decoder.notes
+
+
+class TextDecoder:
+    """:func:`decode_text` for bytes that arrive in pieces of any size (a file read in
+    chunks): ``feed(block)`` returns the text decoded so far, ``finish()`` the rest and
+    then checks the whole file. The concatenated text, ``replaced`` and ``notes`` are what
+    :func:`decode_text` gives for the whole bytes; so are its refusals (a NUL byte as soon
+    as it is read, the other checks at ``finish()``).
+
+    Example:
+
+    >>> decoder = TextDecoder("t.txt")
+    >>> parts = [decoder.feed(b) for b in (b"\\xef\\xbb", b"\\xbfa\\r", b"\\nb\\xc3", b"\\xa9")]
+    >>> "".join(parts) + decoder.finish() == "a\\nb\\u00e9"
+    True
+    """
+
+    def __init__(self, source: str):
+        self.source = source
+        self.replaced, self.notes = 0, []
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._head = b""  # the first bytes, until a byte-order mark can be ruled out
+        self._started = False
+        self._skipped = 0  # bytes of a dropped byte-order mark
+        self._read = 0  # bytes fed so far
+        self._decoded = 0  # bytes (after the mark) handed to the decoder so far
+        self._first_bad = None  # offset (after the mark) of the first invalid byte
+        self._cr, self._crlf, self._pending_cr = False, 0, False
+        self._line, self._longest = 0, 0  # length of the open line; the longest so far
+
+    def feed(self, block: bytes) -> str:
+        nul = block.find(b"\x00")
+        if nul != -1:
             raise DataError(
-                f"{source} is not UTF-8 text: {replaced:,} of {len(raw):,} bytes are invalid "
-                f"({where}). Convert it first, e.g. `iconv -f latin1 -t utf-8 FILE > FILE.utf8`."
+                f"{self.source} looks binary (a NUL byte at byte offset {self._read + nul:,}); "
+                "expected UTF-8 text. Pass a plain-text file or a directory of .txt files."
             )
-        notes.append(f"replaced {replaced} invalid UTF-8 byte(s) with U+FFFD ({where})")
-    if "\r" in text:
-        crlf = text.count("\r\n")
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-        notes.append(f"normalised {crlf} CRLF line ending(s) to LF")
-    longest = max((len(line) for line in text.split("\n")), default=0)
-    if longest > MAX_LINE_CHARS:
-        raise DataError(
-            f"{source} has a line of {longest:,} characters (limit {MAX_LINE_CHARS:,}); "
-            "language-model corpora need line breaks. Reflow it (e.g. `fold -s -w 200`) "
-            "or split it into sentences."
-        )
-    return text, replaced, notes
+        self._read += len(block)
+        if not self._started:
+            self._head += block
+            if len(self._head) < 3 and b"\xef\xbb\xbf".startswith(self._head):
+                return ""  # could still be a byte-order mark
+            block, self._head, self._started = self._head, b"", True
+            if block.startswith(b"\xef\xbb\xbf"):
+                block, self._skipped = block[3:], 3
+                self.notes.append("dropped a UTF-8 byte-order mark")
+        return self._text(block, final=False)
+
+    def finish(self) -> str:
+        """The rest of the text; then refuses too many invalid bytes or too long a line."""
+        if not self._started:
+            block, self._started = self._head, True
+            if block.startswith(b"\xef\xbb\xbf"):  # pragma: no cover - 3 bytes start it
+                block, self._skipped = block[3:], 3
+        else:
+            block = b""
+        text = self._text(block, final=True)
+        size = self._read - self._skipped
+        if self.replaced:
+            where = f"the first at byte offset {self._first_bad + self._skipped:,}"
+            if self.replaced > max(16, size // 100):
+                raise DataError(
+                    f"{self.source} is not UTF-8 text: {self.replaced:,} of {size:,} bytes are "
+                    f"invalid ({where}). Convert it first, e.g. "
+                    "`iconv -f latin1 -t utf-8 FILE > FILE.utf8`."
+                )
+            self.notes.append(f"replaced {self.replaced} invalid UTF-8 byte(s) with U+FFFD "
+                              f"({where})")
+        if self._cr:
+            self.notes.append(f"normalised {self._crlf} CRLF line ending(s) to LF")
+        self._longest = max(self._longest, self._line)
+        if self._longest > MAX_LINE_CHARS:
+            raise DataError(
+                f"{self.source} has a line of {self._longest:,} characters (limit "
+                f"{MAX_LINE_CHARS:,}); language-model corpora need line breaks. Reflow it "
+                "(e.g. `fold -s -w 200`) or split it into sentences."
+            )
+        return text
+
+    def _text(self, block: bytes, final: bool) -> str:
+        pending = self._decoder.getstate()[0]  # bytes of a character still incomplete
+        text = self._decoder.decode(block, final)
+        if "\ufffd" in text:  # count the invalid bytes as decode_text always has
+            count, first = _invalid_bytes(pending + block, final)
+            if count and self._first_bad is None:
+                self._first_bad = self._decoded - len(pending) + first
+            self.replaced += count
+        self._decoded += len(block)
+        if self._pending_cr:
+            text = "\r" + text
+        self._pending_cr = not final and text.endswith("\r")  # CRLF may span two blocks
+        if self._pending_cr:
+            text = text[:-1]
+        if "\r" in text:
+            self._cr = True
+            self._crlf += text.count("\r\n")
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        self._track_lines(text)
+        return text
+
+    def _track_lines(self, text: str) -> None:
+        first = text.find("\n")
+        if first == -1:
+            self._line += len(text)
+            return
+        self._longest = max(self._longest, self._line + first)
+        if len(text) > MAX_LINE_CHARS:  # only a long piece can hold a long inner line
+            self._longest = max(self._longest, max(map(len, text[first + 1:].split("\n"))))
+        self._line = len(text) - text.rfind("\n") - 1
 
 
-def _invalid_bytes(raw: bytes) -> tuple[int, int]:
-    """``(count, offset of the first)`` of the bytes that are not valid UTF-8 in ``raw``."""
-    text = raw.decode("utf-8", errors="surrogateescape")  # each bad byte: one U+DC80..DCFF
+def _invalid_bytes(raw: bytes, final: bool = True) -> tuple[int, int]:
+    """``(count, offset of the first)`` of the bytes that are not valid UTF-8 in ``raw``
+    (with ``final=False``, an incomplete character at the end is not counted yet)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+    text = decoder.decode(raw, final)  # each bad byte: one U+DC80..DCFF
     first = _ESCAPED.search(text)
     if first is None:
         return 0, 0
@@ -426,6 +510,144 @@ def load_corpus(
     )
     corpus.notes.extend(notes)
     return _check_nonempty(corpus)
+
+
+# ----------------------------------------------------------------------------------------
+# Streaming: the same text, read in chunks (``keras-seq data prepare``)
+
+CHUNK_BYTES = 1 << 22  # 4 MiB: what a streaming reader holds of the raw bytes at a time
+
+
+@dataclass
+class TextPart:
+    """One file (or registry file) of a streamed source.
+
+    Args:
+        label: the name its errors and notes use.
+        blocks: ``blocks(size)`` iterates over its raw bytes in blocks of ``size``.
+        split: the split the part is (registry corpora with their own files), or ``None``
+            when the whole stream is cut by the split ratio.
+        final_newline: a file of a directory gets a line break when it lacks one.
+    """
+
+    label: str
+    blocks: object
+    split: str | None = None
+    final_newline: bool = False
+
+
+class StreamedText:
+    """The text :func:`load_corpus` reads for ``spec``, decoded piece by piece in bounded
+    memory: the same characters (:class:`TextDecoder`), the same sha256, the same notes.
+
+    :meth:`pieces` reads the source again each time it is called; after a complete pass,
+    ``sha256``, ``bytes``, ``chars``, ``replaced_bytes`` and ``notes`` describe it.
+    Text files and directories are read in ``chunk_bytes`` blocks; registry corpora and
+    the embedded docs (a few MB at most) are held as bytes.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.txt")
+    >>> _ = open(path, "wb").write(b"one\\r\\ntwo\\n")
+    >>> stream = StreamedText(path, chunk_bytes=2)
+    >>> text = "".join(piece for _, piece in stream.pieces())
+    >>> text == load_corpus(path, split="100/0").text("train")
+    True
+    >>> stream.sha256 == load_corpus(path).sha256, stream.notes
+    (True, ['normalised 1 CRLF line ending(s) to LF'])
+    """
+
+    def __init__(self, spec: str, *, data_dir: str | os.PathLike | None = None,
+                 chunk_bytes: int = CHUNK_BYTES):
+        self.spec = str(spec)
+        self.chunk_bytes = int(chunk_bytes)
+        self.name, self.parts = _text_parts(self.spec, data_dir)
+        self.split_files = any(part.split for part in self.parts)
+        self.sha256 = None
+        self.bytes = self.chars = self.replaced_bytes = 0
+        self.notes: list[str] = []
+
+    def pieces(self, on_bytes=None):
+        """Yield ``(split, text)`` pieces in order (``split`` is ``None`` unless the source
+        has its own split files); ``on_bytes(n)`` is called as raw bytes are read."""
+        digest, size, chars, replaced, notes = hashlib.sha256(), 0, 0, 0, []
+        several = len(self.parts) > 1 and not self.split_files
+        for part in self.parts:
+            decoder, last = TextDecoder(part.label), b""
+            for block in part.blocks(self.chunk_bytes):
+                if not block:
+                    continue
+                digest.update(block)
+                size += len(block)
+                last = block[-1:]
+                if on_bytes is not None:
+                    on_bytes(len(block))
+                text = decoder.feed(block)
+                if text:
+                    chars += len(text)
+                    yield part.split, text
+            if part.final_newline and last not in (b"", b"\n"):
+                digest.update(b"\n")
+                size += 1
+                text = decoder.feed(b"\n")
+                if text:
+                    chars += len(text)
+                    yield part.split, text
+            text = decoder.finish()
+            if text:
+                chars += len(text)
+                yield part.split, text
+            replaced += decoder.replaced
+            notes += [f"{part.label}: {n}" for n in decoder.notes] if several else decoder.notes
+        self.sha256, self.bytes, self.chars = digest.hexdigest(), size, chars
+        self.replaced_bytes, self.notes = replaced, notes
+        if self.spec == EMBEDDED:
+            self.notes.append("English prose of pydoc_data.topics, one paragraph per line")
+
+
+def _memory_blocks(data: bytes):
+    return lambda size: (data[i:i + size] for i in range(0, len(data), size))
+
+
+def _file_blocks(path: Path):
+    def blocks(size):
+        try:
+            with open(path, "rb") as f:
+                yield from iter(lambda: f.read(size), b"")
+        except OSError as err:
+            raise DataError(f"cannot read corpus file {path}: {err.strerror or err}; expected "
+                            "a readable UTF-8 text file") from None
+    return blocks
+
+
+def _text_parts(spec: str, data_dir) -> tuple[str, list[TextPart]]:
+    """``(name, parts)`` of a corpus spec, as :func:`load_corpus` reads it."""
+    if spec == EMBEDDED:
+        return spec, [TextPart(spec, _memory_blocks(python_docs_text().encode("utf-8")))]
+    if spec in REGISTRY:
+        entry = REGISTRY[spec]
+        if set(entry.files) == {"all"}:
+            raw = _read_remote(entry.files["all"], data_dir)
+            return spec, [TextPart(spec, _memory_blocks(raw))]
+        return spec, [TextPart(f"{spec}:{s}", _memory_blocks(_read_remote(entry.files[s],
+                                                                          data_dir)), split=s)
+                      for s in SPLITS]
+    path = Path(spec).expanduser()
+    if not path.exists():
+        names = ", ".join([EMBEDDED, *REGISTRY])
+        raise DataError(
+            f"no such corpus {spec!r}: it is neither an existing file or directory nor a "
+            f"registry name ({names})"
+        )
+    if not path.is_dir():
+        return str(path), [TextPart(str(path), _file_blocks(path))]
+    files = sorted(p for p in path.rglob("*.txt") if p.is_file())
+    if not files:
+        raise DataError(
+            f"directory {path} holds no .txt files; expected a folder of UTF-8 .txt files"
+        )
+    return str(path), [TextPart(str(f), _file_blocks(f), final_newline=True) for f in files]
 
 
 def _check_nonempty(corpus: Corpus) -> Corpus:

@@ -1,5 +1,7 @@
 """Training batches as ``keras.utils.PyDataset`` s: numpy in, the same on every backend.
 
+* :class:`StreamWindows` — the same batches cut from the token ids on demand (a
+  memory-mapped corpus stays on disk);
 * :class:`StreamBatches` — the truncated-BPTT stream (:mod:`keras_seq.data.batching`):
   item ``k`` is batch ``k``, so row ``i`` of item ``k+1`` continues row ``i`` of item
   ``k``; served in order, never shuffled.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
+from keras_seq.data.prepared import file_region
 from keras_seq.errors import DataError
 
 
@@ -58,6 +61,54 @@ class StreamBatches(keras.utils.PyDataset):
             raise IndexError(f"stream batch {k} out of range (0..{len(self) - 1})")
         rows = slice(k * self.batch_size, (k + 1) * self.batch_size)
         return self.x[rows], self.y[rows]
+
+
+class StreamWindows(keras.utils.PyDataset):
+    """The batches of :func:`~keras_seq.data.batching.stream_arrays`, cut from ``ids`` when
+    asked for: batch ``k`` is columns ``[k·T, (k+1)·T)`` of the ``B`` stream rows (targets
+    one further), copied out as int32. ``ids`` is not copied, so a memory-mapped prepared
+    corpus (:class:`~keras_seq.data.prepared.PreparedCorpus`) stays on disk.
+
+    Args:
+        ids: the token stream, ``(n,)`` (any integer array, a ``np.memmap`` included).
+        layout: its :class:`~keras_seq.data.batching.StreamLayout` (``B``, ``T``).
+        max_batches: serve only the first batches.
+    """
+
+    fixed_shapes = True
+
+    def __init__(self, ids, layout, max_batches: int | None = None):
+        super().__init__()
+        ids = ids if isinstance(ids, np.ndarray) else np.asarray(ids)
+        self.batch_size, self.bptt = int(layout.batch_size), int(layout.bptt)
+        self.row_len = layout.row_len
+        # A split's own memory map is opened again for each batch (as nanoGPT's train.py
+        # does) so that pages read once do not stay mapped: resident memory stays flat.
+        self.region = file_region(ids)
+        self.dtype = ids.dtype
+        self.rows = ids.reshape(-1)[: layout.row_len * self.batch_size].reshape(
+            self.batch_size, layout.row_len)  # (B, L): a view, nothing read
+        if self.region is not None:
+            self.rows = None
+        n = layout.num_batches
+        self.n = n if max_batches is None else min(n, int(max_batches))
+
+    def _rows(self) -> np.ndarray:
+        if self.rows is not None:
+            return self.rows
+        name, offset = self.region
+        return np.memmap(name, dtype=self.dtype, mode="r", offset=offset,
+                         shape=(self.batch_size, self.row_len))  # (B, L)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, k):
+        if not 0 <= k < len(self):
+            raise IndexError(f"stream batch {k} out of range (0..{len(self) - 1})")
+        t = self.bptt
+        window = np.array(self._rows()[:, k * t: (k + 1) * t + 1], dtype=np.int32)  # (B, T+1)
+        return np.ascontiguousarray(window[:, :-1]), np.ascontiguousarray(window[:, 1:])
 
 
 class ShuffledBatches(keras.utils.PyDataset):
