@@ -13,6 +13,10 @@ or the Keras built-ins, stacked or not) and builds the functions every exporter 
   :mod:`keras_seq.export.fused_lstm` (TFLite fuses it into ``UNIDIRECTIONAL_SEQUENCE_LSTM``
   whose state is internal: no state inputs or outputs).
 
+With an adaptive softmax (``RecurrentLM(softmax="adaptive")``) the ``logits`` output holds
+the full log-probabilities ``(B, V)`` (every cluster computed), which every reader of logits
+(softmax, top-k, perplexity) uses unchanged; :meth:`LMGraphs.describe` says so.
+
 State names are ``h0``, ``c0``, ``h1``, … (layer index; ``c`` only for LSTMs). Each state
 has its layer's own size: ``(B, units)``, except an ``lstmp`` layer's ``h``, which is
 ``(B, proj_units)`` (its ``c`` stays ``(B, units)``).
@@ -132,6 +136,11 @@ class LMGraphs:
                "embed_dim": int(self.model.embed_dim), "state_names": self.state_names}
         if self.proj_units is not None:
             out["proj_units"] = self.proj_units
+        if getattr(self.model, "softmax", "full") == "adaptive":
+            out.update(softmax="adaptive", cutoffs=list(self.model.cutoffs),
+                       div_value=float(self.model.div_value),
+                       logits_are="log_probs: the adaptive softmax's full log-probabilities "
+                                  "(exp sums to 1; their softmax is the same distribution)")
         return out
 
     def fusable(self) -> bool:

@@ -61,6 +61,14 @@ class LMConfig(TrainConfig):
     weight_dropout: float = option(0.0, "DropConnect on the recurrent kernels (weight drop)")
     init_scale: float | None = option(None, "initialise every weight uniform(−s, s) (PTB "
                                       "recipe)", default_help="Keras' initialisers")
+    softmax: str = option("full", "output layer: full, or adaptive (Grave et al. 2017: a "
+                          "frequent-word head and projected tail clusters; needs --cutoffs)",
+                          choices=("full", "adaptive"))
+    cutoffs: str | None = option(None, "adaptive: cluster boundaries over the frequency-ranked "
+                                 "ids, e.g. 2000,10000", metavar="C1,C2",
+                                 default_help="none, adaptive needs them")
+    div_value: float = option(4.0, "adaptive: tail cluster i projects the features to "
+                              "features // div_value^(i+1)")
     # optimisation
     bptt: int = option(35, "truncation length τ: steps back-propagated through")
     bptt_mode: str = option("truncated", "truncated: stateful TBPTT on the token stream; full: "
@@ -105,6 +113,7 @@ class LMConfig(TrainConfig):
             if not 0 <= getattr(self, name) < 1:
                 problems.append(f"{name} must be in [0, 1) (got {getattr(self, name)})")
         problems += self._projection_problems()
+        problems += self._softmax_problems()
         problems += split_problems(self.split_ratio)
         return problems
 
@@ -132,6 +141,32 @@ class LMConfig(TrainConfig):
                             f"units={self.units}); the projection maps the units down")
         if self.cifg and self.cell not in ("lstm", "lstmp"):
             problems.append(f"cifg needs cell 'lstm' or 'lstmp' (got {self.cell!r})")
+        return problems
+
+    def _softmax_problems(self) -> list[str]:
+        """``softmax`` / ``cutoffs`` / ``div_value`` (the vocabulary size is checked when the
+        model is built, once the tokenizer knows it)."""
+        if self.softmax not in ("full", "adaptive"):
+            return [f"softmax must be 'full' or 'adaptive' (got {self.softmax!r})"]
+        if self.softmax == "full":
+            return ([] if self.cutoffs is None else
+                    [f"cutoffs {self.cutoffs!r} are for softmax 'adaptive'; add --softmax "
+                     "adaptive or drop --cutoffs"])
+        problems = []
+        if self.model != "rnn":
+            problems.append(f"softmax 'adaptive' is for model 'rnn' (got {self.model!r})")
+        if self.tie_weights:
+            problems.append("softmax 'adaptive' has its own output weights: drop "
+                            "--tie-weights")
+        if not self.div_value > 0:
+            problems.append(f"div_value must be > 0 (got {self.div_value})")
+        try:
+            cuts = [int(c) for c in str(self.cutoffs or "").split(",") if c.strip()]
+        except ValueError:
+            cuts = None
+        if not cuts or cuts[0] < 1 or any(b <= a for a, b in zip(cuts, cuts[1:])):
+            problems.append(f"softmax 'adaptive' needs --cutoffs: increasing positive token "
+                            f"ids such as 2000,10000 (got {self.cutoffs!r})")
         return problems
 
 

@@ -133,12 +133,25 @@ def build_model(config: LMConfig, vocab_size: int):
         tie_weights=config.tie_weights, stateful=stateful, init_scale=config.init_scale,
         variational_dropout=config.variational_dropout, embed_dropout=config.embed_dropout,
         weight_dropout=config.weight_dropout, proj_units=config.proj_units,
-        coupled_input_forget=config.cifg,
+        coupled_input_forget=config.cifg, **_softmax_kwargs(config, vocab_size),
     )
     # Stateful: built for the rows one replica owns (the whole batch on one device).
     shape = (config.batch_size // config.replicas, config.bptt) if stateful else (1, config.bptt)
     model(np.zeros(shape, np.int32))
     return _compile(model, config)
+
+
+def _softmax_kwargs(config: LMConfig, vocab_size: int) -> dict:
+    """``RecurrentLM``'s output-layer arguments; adaptive cutoffs checked against the
+    vocabulary the tokenizer built."""
+    if config.softmax != "adaptive":
+        return {}
+    cutoffs = [int(c) for c in config.cutoffs.split(",") if c.strip()]
+    if cutoffs[-1] >= vocab_size:
+        raise KerasSeqError(f"--cutoffs {config.cutoffs} reach the vocabulary size "
+                            f"({vocab_size} tokens): every cutoff must be below it; lower "
+                            "them or raise --max-vocab / lower --min-count")
+    return {"softmax": "adaptive", "cutoffs": cutoffs, "div_value": config.div_value}
 
 
 def _distributed_plan(config: LMConfig, train_ids, val_ids, strategy, printer) -> FitPlan:
