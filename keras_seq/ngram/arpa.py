@@ -58,10 +58,7 @@ _NGRAM_LINE = re.compile(r"^ngram\s+(\d+)\s*=\s*(\d+)\s*$")
 _SECTION = re.compile(r"^\\(\d+)-grams:\s*$")
 
 
-def _fmt(values: np.ndarray) -> list[str]:
-    values = np.where(np.isfinite(values), values, LOG_ZERO)
-    values = np.maximum(values, LOG_ZERO)
-    return [f"{v:.7g}" for v in values.tolist()]
+LINES_PER_WRITE = 100_000
 
 
 def write_arpa(model: BackoffModel, path_or_file, progress=None) -> None:
@@ -80,8 +77,11 @@ def write_arpa(model: BackoffModel, path_or_file, progress=None) -> None:
     for n in range(1, N + 1):
         f.write(f"\n\\{n}-grams:\n")
         backoff = model.log10_backoff[n - 1] if n < N else None
-        write_arpa_lines(f, ngram_text(words, word_ids(model.tables, n)),
-                         model.log10_prob[n - 1], backoff)
+        cols = word_ids(model.tables, n)
+        for lo in range(0, len(cols), LINES_PER_WRITE):
+            hi = lo + LINES_PER_WRITE
+            write_arpa_lines(f, words, cols[lo:hi], model.log10_prob[n - 1][lo:hi],
+                             None if backoff is None else backoff[lo:hi])
         if progress:
             progress(len(model.log10_prob[n - 1]))
     f.write("\n\\end\\\n")
@@ -105,22 +105,29 @@ def write_arpa_header(f, metadata: dict, strict: bool, counts) -> None:
         f.write(f"ngram {n}={count}\n")
 
 
-def ngram_text(words: np.ndarray, cols: np.ndarray) -> list[str]:
-    """``"w1 w2 … wn"`` for each row of word ids ``cols`` (shape ``(rows, n)``)."""
-    text = words[cols[:, 0]]
-    for i in range(1, cols.shape[1]):
-        text = text + " " + words[cols[:, i]]
-    return text.tolist()
+def _clip(values: np.ndarray) -> list[float]:
+    values = np.where(np.isfinite(values), values, LOG_ZERO)
+    return np.maximum(values, LOG_ZERO).tolist()
 
 
-def write_arpa_lines(f, text: list[str], log10_prob, log10_backoff=None) -> None:
-    """Lines ``p<TAB>words[<TAB>backoff]`` of one section (``None``: the highest order)."""
-    probs = _fmt(log10_prob)
+def write_arpa_lines(f, words: np.ndarray, cols: np.ndarray, log10_prob,
+                     log10_backoff=None) -> None:
+    """Lines ``p<TAB>w1 … wn[<TAB>backoff]`` for rows of word ids ``cols`` (``(rows, n)``).
+
+    ``words`` is the vocabulary as an object array; ``log10_backoff=None`` for the highest
+    order. Numbers are ``%.7g`` (``-inf`` → -99); one ``%`` over the whole block, which is
+    about twice as fast as formatting line by line.
+    """
+    rows, n = cols.shape
+    fields = [_clip(np.asarray(log10_prob))] + [words[cols[:, i]].tolist() for i in range(n)]
+    line = "%.7g\t" + " ".join(["%s"] * n)
     if log10_backoff is not None:
-        bos = _fmt(log10_backoff)
-        f.writelines(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, text, bos))
-    else:
-        f.writelines(f"{p}\t{t}\n" for p, t in zip(probs, text))
+        fields.append(_clip(np.asarray(log10_backoff)))
+        line += "\t%.7g"
+    flat = [None] * (rows * len(fields))
+    for i, values in enumerate(fields):
+        flat[i::len(fields)] = values
+    f.write((line + "\n") * rows % tuple(flat))
 
 
 def _malformed(where: str, what: str, line: int | None = None) -> DataError:

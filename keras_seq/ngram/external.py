@@ -56,7 +56,6 @@ import numpy as np
 from keras_seq.errors import DataError
 from keras_seq.ngram.arpa import (
     check_arpa_words,
-    ngram_text,
     write_arpa_header,
     write_arpa_lines,
 )
@@ -615,7 +614,7 @@ def _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows,
                 with np.errstate(divide="ignore"):
                     lp = np.minimum(0.0, np.log10(p))
                 bo = _backoff_block(bo_iter, bo_state, b0, b1) if n < N else None
-                write_arpa_lines(f, ngram_text(words, cols), lp, bo)
+                write_arpa_lines(f, words, cols, lp, bo)
                 bar.update(b1 - b0)
         finally:
             if cf:
