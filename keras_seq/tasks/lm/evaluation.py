@@ -22,7 +22,7 @@ from keras_seq.models.nplm import NPLM
 from keras_seq.models.rnn_lm import RecurrentLM
 from keras_seq.sampling import Sampler, TopKSampler, special_ids, without_ids
 from keras_seq.tasks.lm.config import LMConfig
-from keras_seq.tasks.lm.data import corpus_for, nplm_windows
+from keras_seq.tasks.lm.data import corpus_for, has_text, nplm_windows, split_ids
 
 
 def check_run_dir(run_dir: str | Path) -> Path:
@@ -96,11 +96,10 @@ def evaluate_run(run_dir: str | Path, split: str = "val") -> PerplexityResult:
     """Cross-entropy and perplexity of a run's model on ``split`` (state carried)."""
     config, tokenizer, model = load_run(run_dir)
     corpus = corpus_for(config)
-    text = corpus.text(split)
-    if not text.strip():
+    if not has_text(corpus, split):
         raise KerasSeqError(f"split {split!r} of {corpus.name} is empty "
                             f"(split ratio {config.split_ratio})")
-    ids = tokenizer.encode(text)
+    ids = np.asarray(split_ids(corpus, tokenizer, split), np.int32)
     if isinstance(model, NPLM):
         log_probs, _ = evaluate_windows(model, ids)
         name = f"NPLM n={model.order}"

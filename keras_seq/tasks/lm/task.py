@@ -19,7 +19,6 @@ import keras
 import numpy as np
 
 from keras_seq.data.batching import stream_arrays, stream_dataset
-from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.nplm import NPLM
 from keras_seq.models.perplexity import Perplexity
@@ -30,6 +29,9 @@ from keras_seq.tasks.lm.config import LMConfig
 from keras_seq.tasks.lm.data import (
     corpus_for,
     full_bptt_batches,
+    has_text,
+    lm_tokenizer,
+    split_ids,
     unseen_unk_warning,
     window_batches,
 )
@@ -182,17 +184,10 @@ class LMTask(trainer.Task):
     distributable = True  # truncated BPTT (the RNN LM): --strategy mirrored|multi-worker
 
     def prepare(self, config: LMConfig, run_dir: Path, resume: bool, printer) -> Prepared:
-        corpus = corpus_for(config)
-        if resume:
-            tokenizer = load_tokenizer(run_dir)
-        else:
-            tokenizer = make_tokenizer(
-                config.tokenizer, max_vocab=config.max_vocab, min_count=config.min_count,
-                vocab_size=config.vocab_size, lower=config.lower,
-            ).fit(corpus.text("train"))
-        train_ids = tokenizer.encode(corpus.text("train"))
-        val_text = corpus.text("val")
-        val_ids = tokenizer.encode(val_text) if val_text.strip() else np.array([], np.int32)
+        corpus = corpus_for(config)  # a text corpus, or a prepared (memory-mapped) one
+        tokenizer = lm_tokenizer(config, corpus, run_dir if resume else None)
+        train_ids = split_ids(corpus, tokenizer, "train")
+        val_ids = split_ids(corpus, tokenizer, "val")
         warning = unseen_unk_warning(train_ids, val_ids, tokenizer.unk_id)
         return Prepared(artifacts={"tokenizer.json": tokenizer},
                         chance_loss=math.log(tokenizer.vocab_size),
@@ -276,7 +271,7 @@ class LMTask(trainer.Task):
         tokenizer, corpus = prepared.data["tokenizer"], prepared.data["corpus"]
         results = {"tokenizer": tokenizer.describe(), "corpus": corpus.describe()}
         for split in ("val", "test"):
-            if corpus.text(split).strip():
+            if has_text(corpus, split):
                 results[split] = evaluate_run(run_dir, split).to_dict()
         return results
 
