@@ -277,7 +277,7 @@ def _count_order(d: _Dir, n, V, ids_path, pos_path, prev_end, n_tokens, rows, ne
 def _merge_runs(d: _Dir, n, runs, memory, need_ranks):
     """k-way merge of sorted runs into the order's keys/counts/aux files (and rank maps)."""
     k = len(runs)
-    block = max(MIN_MERGE_ROWS, memory // (k * 24 * 4))  # rows read per run and round
+    block = max(MIN_MERGE_ROWS, memory // (k * 24 * 16))  # rows read per run and round
     out = {c: d.path(f"{c}{n}") for c in ("keys", "counts", "aux")}
     files = {c: open(p, "wb") for c, p in out.items()}
     ranks = [open(d.path(f"rank{n}"), "wb") if need_ranks else None for _ in runs]
@@ -451,9 +451,11 @@ def _train(d, chunks, vocab, N, memory, out, fallback, metadata, progress):
     T = tokens.n_tokens
     if tokens.n_sentences == 0:
         raise DataError("no tokens to estimate from: every sentence is empty")
-    rows = max(MIN_ROWS, memory // 96)  # ~96 bytes of arrays per token in a counting block
-    part_rows = max(MIN_ROWS, memory // 4 // 8)
-    block_rows = max(MIN_ROWS, memory // 64)
+    # Sizes measured: a counting block holds ~150 bytes of temporaries per token, so blocks
+    # of memory/512 tokens keep the peak near memory/3 (plus ~100 MB for Python and numpy).
+    rows = max(MIN_ROWS, memory // 512)
+    part_rows = max(MIN_ROWS, memory // 4 // 8)  # one float64 slice of a table: memory/4
+    block_rows = max(MIN_ROWS, memory // 512)
 
     # 2. counting: keys/counts/aux files per order (order 1 is dense, in RAM)
     tables = [None, None]  # indexed by order; order 1 needs no files
