@@ -166,20 +166,23 @@ def batches_dataset(batches, seed: int, shuffle: bool = True, skip: int = 0, str
                            strategy)
 
 
-def passes_done(initial_epoch: int, steps_per_epoch: int, num_batches: int) -> int:
-    """Full passes over the batches before ``initial_epoch`` (where a resumed run goes on)."""
-    return (initial_epoch * steps_per_epoch) // max(num_batches, 1)
+def passes_done(initial_epoch: int, steps_per_epoch: int, num_batches: int,
+                start_batch: int = 0) -> int:
+    """Full passes over the batches before ``initial_epoch`` (and ``start_batch`` batches
+    into it): where a resumed run goes on."""
+    return (initial_epoch * steps_per_epoch + start_batch) // max(num_batches, 1)
 
 
 def fit_kwargs(train_batches, val_batches, seed: int, initial_epoch: int,
-               steps: int | None = None, strategy=None) -> dict:
+               steps: int | None = None, strategy=None, start_batch: int = 0) -> dict:
     """``model.fit`` arguments for precomputed batches: the training order reshuffled every
-    pass (continuing where a resumed run left off), validation over ``val_batches``;
+    pass (continuing where a resumed run left off, ``start_batch`` batches into
+    ``initial_epoch`` for a mid-epoch stop), validation over ``val_batches``;
     on a ``tf.distribute`` ``strategy`` if one is given (:func:`batches_dataset`)."""
     steps = steps or len(train_batches)
-    done = passes_done(initial_epoch, steps, len(train_batches))
+    done = passes_done(initial_epoch, steps, len(train_batches), start_batch)
     # Where an uninterrupted run would be: pass `done`, `skip` batches into it.
-    skip = (initial_epoch * steps) % max(len(train_batches), 1)
+    skip = (initial_epoch * steps + start_batch) % max(len(train_batches), 1)
     kwargs = {"x": batches_dataset(train_batches, seed + done, skip=skip, strategy=strategy),
               "steps_per_epoch": steps, "shuffle": False, "validation_data": None}
     if val_batches:

@@ -1,7 +1,9 @@
 """Callbacks for training with ``model.fit`` (used by :mod:`keras_seq.training.trainer`).
 
-* :class:`ResetStatesCallback` — truncated BPTT: zero every stateful layer at epoch start
-  and around evaluation (Keras 3 has no ``Model.reset_states``).
+* :class:`ResetStatesCallback` — truncated BPTT: zero every stateful layer where the
+  stream starts (each epoch start, or each pass when epochs are shorter than the stream)
+  and around evaluation, keeping the training state across it (Keras 3 has no
+  ``Model.reset_states``).
 * :class:`RowStateResets` — truncated BPTT: zero random stream rows' state before a batch,
   so the model keeps seeing the zero state it starts from at inference.
 * :class:`PTBLearningRate` — the PTB tutorial's schedule ``lr · decay^max(epoch+1−start, 0)``.
@@ -11,13 +13,21 @@
 * :class:`TrainingDiagnostics` — the usual failures, said in words: loss stuck near
   ``ln|V|``, validation rising while training falls, validation worse than uniform while
   training learns (inference collapse), sampled text collapsing into repeats.
-* :class:`RunCheckpoint` — saves the model (optimizer included) and the epoch each epoch.
-* :class:`TimeBudget` — stops training once a number of minutes has passed.
+* :class:`RunCheckpoint` — saves the model (optimizer included) and the epoch each epoch,
+  and mid-epoch on request (the time budget).
+* :class:`TimeBudget` — stops training once a number of minutes has passed: at an epoch
+  end, or after any batch, committing the run mid-epoch (:class:`StopMidEpoch`).
+* :class:`RestoreSession` — a resumed run's recurrent states and mid-epoch metrics put
+  back where the commit left them.
+
+Callbacks that count batches within an epoch have a ``batch_offset``: a resumed run's
+first ``fit`` starts mid-epoch, and :func:`set_batch_offset` tells them where.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from pathlib import Path
 
@@ -26,24 +36,85 @@ import numpy as np
 
 from keras_seq.atomic import write_text_atomic
 from keras_seq.layers.seeds import seed_generator_states
-from keras_seq.layers.state import reset_recurrent_states, state_variables
+from keras_seq.layers.state import reset_recurrent_states, state_variables, stateful_layers
 from keras_seq.sampling import repetition_score
 from keras_seq.training import distribute
 from keras_seq.training.checkpoints import commit_epoch, committed_rows, csv_text
 from keras_seq.training.summaries import SummaryWriter, write_errors_named
 
+#: a test hook, like :data:`keras_seq.atomic.KILL_AT_ENV`: with it set to ``K``, the time
+#: budget counts as spent after ``K`` training batches of this session (a deterministic
+#: stop through the same mid-epoch commit as a real one).
+BUDGET_BATCHES_ENV = "KERAS_SEQ_BUDGET_BATCHES"
+
+
+def set_batch_offset(callbacks, offset: int) -> None:
+    """Tell every callback that counts batches that this ``fit`` starts ``offset``
+    batches into its first epoch (a run resumed mid-epoch)."""
+    for callback in callbacks:
+        if hasattr(callback, "batch_offset"):
+            callback.batch_offset = int(offset)
+
+
+def _sync(model) -> None:
+    """Under JAX, write fit's live state back into the variables before reading them."""
+    sync = getattr(model, "jax_state_sync", None)
+    if sync is not None:
+        sync()
+
+
+def _numpy(variable) -> np.ndarray:
+    return np.array(keras.ops.convert_to_numpy(variable))
+
 
 class ResetStatesCallback(keras.callbacks.Callback):
-    """Zero the state of every stateful layer at each epoch start and around evaluation."""
+    """Zero the state of every stateful layer where the stream starts, and around
+    evaluation.
+
+    Without arguments the state is zeroed at each epoch start (an epoch is one pass
+    over the stream). With ``num_batches`` (``N``, the batches of one pass) and
+    ``steps_per_epoch`` (``S``), epoch ``e``'s batch ``j`` is batch ``(e·S + j) mod N``
+    of the stream and the state is zeroed only where that is 0: an epoch shorter than
+    the stream continues the previous one's rows and their state. Evaluation during
+    ``fit`` starts from zero, and the training state is put back after it.
+
+    Args:
+        num_batches: ``N``; None: reset at every epoch start.
+        steps_per_epoch: ``S`` (default ``N``).
+    """
+
+    batch_offset = 0
+
+    def __init__(self, num_batches: int | None = None, steps_per_epoch: int | None = None):
+        super().__init__()
+        self.num_batches = num_batches
+        self.steps_per_epoch = steps_per_epoch or num_batches
+        self.epoch, self._training_states = 0, None
 
     def on_epoch_begin(self, epoch, logs=None):
-        reset_recurrent_states(self.model)
+        self.epoch = int(epoch)
+        if self.num_batches is None:
+            reset_recurrent_states(self.model)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.num_batches is None:
+            return
+        position = self.epoch * self.steps_per_epoch + self.batch_offset + int(batch)
+        if position % self.num_batches == 0:
+            reset_recurrent_states(self.model)
 
     def on_test_begin(self, logs=None):
+        if self.num_batches is not None:
+            _sync(self.model)
+            self._training_states = [_numpy(v) for v in state_variables(self.model)]
         reset_recurrent_states(self.model)
 
     def on_test_end(self, logs=None):
         reset_recurrent_states(self.model)
+        if self._training_states is not None:  # back to the stream where training left it
+            for variable, value in zip(state_variables(self.model), self._training_states):
+                variable.assign(value)
+            self._training_states = None
 
 
 class RowStateResets(keras.callbacks.Callback):
@@ -71,6 +142,7 @@ class RowStateResets(keras.callbacks.Callback):
             raise ValueError(f"prob must be in [0, 1], got {prob}")
         self.prob, self.seed, self.epoch = prob, int(seed), 0
         self.rows_reset = 0
+        self.batch_offset = 0
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = int(epoch)
@@ -85,7 +157,7 @@ class RowStateResets(keras.callbacks.Callback):
         replicas = 1 if strategy is None else strategy.num_replicas_in_sync
         per_replica = int(variables[0].shape[0])
         rows = per_replica * replicas  # the global batch: the same draw on any replicas
-        rng = np.random.default_rng([self.seed, self.epoch, int(batch)])
+        rng = np.random.default_rng([self.seed, self.epoch, self.batch_offset + int(batch)])
         keep = rng.random(rows) >= self.prob  # (B,)
         if keep.all():
             return
@@ -184,6 +256,8 @@ class NaNGuard(keras.callbacks.Callback):
     the last checkpoint on disk is the last good one.
     """
 
+    batch_offset = 0
+
     def __init__(self):
         super().__init__()
         self.tripped = None
@@ -195,7 +269,8 @@ class NaNGuard(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(float(loss)):
-            self.tripped = {"epoch": self._epoch + 1, "step": batch + 1, "loss": float(loss)}
+            self.tripped = {"epoch": self._epoch + 1, "step": self.batch_offset + batch + 1,
+                            "loss": float(loss)}
             self.model.stop_training = True
 
     def message(self, checkpoint: str | None) -> str:
@@ -299,20 +374,45 @@ class RunCheckpoint(keras.callbacks.Callback):
     :func:`keras_seq.training.checkpoints.commit_epoch` does the writing, in an order that
     survives a kill at any moment. ``state.json`` keeps the dropout RNG states, so a
     resumed run draws the same dropout masks as an uninterrupted one, and
-    ``checkpoints/best.keras`` follows ``val_loss`` when validation runs.
+    ``checkpoints/best.keras`` follows ``val_loss`` when validation runs. A stateful
+    model's recurrent states are committed too (one device: with ``tf.distribute`` only
+    replica 0's could be read, and those runs reset them at each epoch start).
+    :meth:`commit_mid_epoch` commits a position inside an epoch, with the epoch's metric
+    accumulators so far.
 
     Args:
         run_dir: the run directory.
         nan_guard: no commit after a step that produced NaN.
         best_val_loss: the best validation loss so far (a resumed run's).
+        last_logs: the last committed epoch's logs (a resumed run's), kept by mid-epoch
+            commits for ``metrics.csv``.
     """
 
     def __init__(self, run_dir: str | Path, nan_guard: NaNGuard | None = None,
-                 best_val_loss: float | None = None):
+                 best_val_loss: float | None = None, last_logs: dict | None = None):
         super().__init__()
         self.run_dir = Path(run_dir)
         self.nan_guard = nan_guard
         self.best = math.inf if best_val_loss is None else float(best_val_loss)
+        self.last_logs = dict(last_logs or {})
+
+    def _stream_states(self) -> list | None:
+        if getattr(self.model, "_distribute_strategy", None) is not None \
+                or not stateful_layers(self.model):
+            return None
+        return [_numpy(v) for v in state_variables(self.model)]
+
+    def commit_mid_epoch(self, epoch: int, batches_done: int) -> None:
+        """Commit after ``batches_done`` batches of epoch ``epoch`` (counted from 0)."""
+        if self.nan_guard is not None and self.nan_guard.tripped:
+            return
+        _sync(self.model)
+        metrics = [_numpy(v).tolist() for v in metric_variables(self.model)]
+        extra = {"rng_states": seed_generator_states(self.model), "last_logs": self.last_logs,
+                 "metric_states": metrics}
+        commit_epoch(self.model, self.run_dir, epoch, None if math.isinf(self.best)
+                     else self.best, False, extra, batches_done=batches_done,
+                     stream_states=self._stream_states())
 
     @property
     def last_path(self) -> Path:
@@ -326,10 +426,65 @@ class RunCheckpoint(keras.callbacks.Callback):
         improved = val is not None and val < self.best
         if improved:
             self.best = float(val)
-        extra = {"rng_states": seed_generator_states(self.model),
-                 "last_logs": {k: float(v) for k, v in logs.items() if np.ndim(v) == 0}}
+        self.last_logs = {k: float(v) for k, v in logs.items() if np.ndim(v) == 0}
+        extra = {"rng_states": seed_generator_states(self.model), "last_logs": self.last_logs}
         commit_epoch(self.model, self.run_dir, epoch + 1,
-                     None if math.isinf(self.best) else self.best, improved, extra)
+                     None if math.isinf(self.best) else self.best, improved, extra,
+                     stream_states=self._stream_states())
+
+
+def metric_variables(model) -> list:
+    """The accumulators of every metric ``fit`` reports (the loss tracker's included)."""
+    return [v for metric in model.metrics for v in metric.variables]
+
+
+class RestoreSession(keras.callbacks.Callback):
+    """Put a resumed run's commit back in its first epoch: the recurrent state of every
+    stream row (at the epoch's start) and, when it stopped mid-epoch, the epoch's metric
+    accumulators so far, so the epoch's logs and the stream's state are those of an
+    uninterrupted run.
+
+    Keras builds the compiled metrics in the first training step, so the committed
+    accumulators are added to the ones that step left (``fit`` zeroed them first): exact
+    for the sum-and-count accumulators of Keras's mean metrics and of
+    :class:`~keras_seq.models.perplexity.Perplexity` (one float addition, as in the
+    uninterrupted run). Place it after :class:`ResetStatesCallback`.
+
+    Args:
+        stream_states: the state arrays (None: leave the states alone).
+        metric_states: the metric variables' values (None: leave them alone).
+    """
+
+    def __init__(self, stream_states: list | None, metric_states: list | None):
+        super().__init__()
+        self.stream_states, self.metric_states = stream_states, metric_states
+        self._states_done = self.stream_states is None
+        self._metrics_done = self.metric_states is None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._states_done:
+            return
+        self._states_done = True
+        variables = state_variables(self.model)
+        if len(variables) != len(self.stream_states):
+            raise ValueError(f"the commit holds {len(self.stream_states)} recurrent states "
+                             f"but the model has {len(variables)}; the checkpoint belongs to "
+                             "a different model")
+        for variable, value in zip(variables, self.stream_states):
+            variable.assign(np.asarray(value, dtype=variable.dtype))
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._metrics_done:
+            return
+        self._metrics_done = True
+        _sync(self.model)
+        variables = metric_variables(self.model)
+        if len(variables) != len(self.metric_states):
+            raise ValueError(f"the commit holds {len(self.metric_states)} metric accumulators "
+                             f"but the model reports {len(variables)}; the checkpoint belongs "
+                             "to a run compiled with other metrics")
+        for variable, value in zip(variables, self.metric_states):
+            variable.assign(_numpy(variable) + np.asarray(value, dtype=variable.dtype))
 
 
 class TensorBoard(keras.callbacks.TensorBoard):
@@ -397,28 +552,64 @@ class MetricsCSV(keras.callbacks.Callback):
         self._write()
 
 
+class StopMidEpoch(Exception):
+    """Raised by :class:`TimeBudget` out of ``fit`` once it has committed the run
+    mid-epoch: the trainer catches it (no validation or epoch-end work after the stop)."""
+
+
 class TimeBudget(keras.callbacks.Callback):
     """Stop training once ``minutes`` have passed since the callback was made.
 
     Args:
         minutes: the budget; ``None`` or 0 = no budget.
-        per_batch: check after every batch (stop mid-epoch) instead of at each epoch end
-            (which keeps a stateful stream's epochs whole, so ``--resume`` stays exact).
+        per_batch: check after every batch (stop mid-epoch) instead of at each epoch end.
+        commit: ``(epoch, batches_done) -> None``, e.g.
+            :meth:`RunCheckpoint.commit_mid_epoch`: with it, a stop inside an epoch
+            commits that position and raises :class:`StopMidEpoch` (``--resume``
+            continues from the next batch); without it, the epoch ends early and is
+            committed as done.
+        steps_per_epoch: batches per epoch (a stop after an epoch's last batch is an
+            ordinary epoch end).
+
+    With :data:`BUDGET_BATCHES_ENV` set (tests), the budget is spent after that many
+    batches instead of minutes.
     """
 
-    def __init__(self, minutes: float | None, per_batch: bool = False):
+    batch_offset = 0
+
+    def __init__(self, minutes: float | None, per_batch: bool = False, commit=None,
+                 steps_per_epoch: int | None = None):
         super().__init__()
         self.minutes, self.per_batch = minutes, per_batch
+        self.commit, self.steps_per_epoch = commit, steps_per_epoch
         self.start, self.hit = time.monotonic(), False
+        self.stopped_at: tuple[int, int] | None = None  # (epoch, batches done) mid-epoch
+        spec = os.environ.get(BUDGET_BATCHES_ENV)
+        self.batch_limit = int(spec) if spec else None
+        self.batches, self.epoch = 0, 0
 
-    def _check(self) -> None:
-        if self.minutes and (time.monotonic() - self.start) / 60 >= self.minutes:
-            self.hit = True
-            self.model.stop_training = True
+    def _spent(self) -> bool:
+        if self.batch_limit is not None:
+            return self.batches >= self.batch_limit
+        return bool(self.minutes) and (time.monotonic() - self.start) / 60 >= self.minutes
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = int(epoch)
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.per_batch:
-            self._check()
+        self.batches += 1
+        if not (self.per_batch or self.batch_limit is not None) or not self._spent():
+            return
+        self.hit = True
+        self.model.stop_training = True
+        done = self.batch_offset + int(batch) + 1
+        if self.commit is not None and done != self.steps_per_epoch:
+            self.commit(self.epoch, done)
+            self.stopped_at = (self.epoch, done)
+            raise StopMidEpoch(f"stopped by the time budget after batch {done} of epoch "
+                               f"{self.epoch + 1}")
 
     def on_epoch_end(self, epoch, logs=None):
-        self._check()
+        if self._spent():
+            self.hit = True
+            self.model.stop_training = True

@@ -1,14 +1,18 @@
-"""Crash-safe checkpoints: a run killed at any moment resumes from its last complete epoch.
+"""Crash-safe checkpoints: a run killed at any moment resumes from its last commit.
 
-At each epoch end :func:`commit_epoch` writes, in this order:
+At each epoch end, and mid-epoch when the time budget stops a run, :func:`commit_epoch`
+writes, in this order:
 
-1. ``checkpoints/epoch-NNNN.keras`` (weights + optimizer): a temporary file, flushed and
-   fsynced, then renamed;
+1. ``checkpoints/epoch-NNNN.keras`` (weights + optimizer; ``epoch-NNNN-bMMMMMM.keras``
+   after ``MMMMMM`` batches of the next epoch): a temporary file, flushed and fsynced,
+   then renamed; beside it ``….states.npz``, the recurrent state of every stream row of
+   a stateful model (truncated BPTT carries it from batch to batch), written the same way;
 2. ``checkpoints/best.keras`` when the validation loss improved: a hard link to (or a
    copy of) that file, renamed into place;
-3. ``state.json``, atomically: **the commit**. It names the checkpoint with its size and
-   sha256, the epochs done, the best validation loss and the dropout RNG states, and
-   keeps the previous commit (``"previous"``);
+3. ``state.json``, atomically: **the commit**. It names the checkpoint (and states file)
+   with its size and sha256, the position (``epochs_done``, ``batches_done`` into the
+   next epoch), the best validation loss, the dropout RNG states, mid-epoch the metric
+   accumulators of the epoch so far, and keeps the previous commit (``"previous"``);
 4. ``checkpoints/last.keras``, pointed at the new checkpoint (for exporters and
    evaluators, which read it);
 5. checkpoints older than the previous commit's are deleted.
@@ -44,6 +48,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from keras_seq.atomic import atomic_replace, die, discard, file_sha256, write_json_atomic
 from keras_seq.errors import KerasSeqError, RunWriteError
 from keras_seq.layers.seeds import restore_seed_generator_states
@@ -51,12 +57,53 @@ from keras_seq.models.loading import load_keras_file
 from keras_seq.runs import BEST, LAST, STATE
 
 CHECKPOINTS = "checkpoints"
-_EPOCH_FILE = re.compile(r"^epoch-(\d+)\.keras$")
+_EPOCH_FILE = re.compile(r"^epoch-(\d+)(?:-b(\d+))?\.keras$")
+_STATES_FILE = re.compile(r"^epoch-(\d+)(?:-b(\d+))?\.states\.npz$")
 
 
-def epoch_file(epochs_done: int) -> str:
-    """The checkpoint file name of the commit after ``epochs_done`` epochs."""
+def epoch_file(epochs_done: int, batches_done: int = 0) -> str:
+    """The checkpoint file name of the commit after ``epochs_done`` epochs and
+    ``batches_done`` batches of the next one.
+
+    >>> epoch_file(2), epoch_file(2, 17)
+    ('epoch-0002.keras', 'epoch-0002-b000017.keras')
+    """
+    if batches_done:
+        return f"epoch-{epochs_done:04d}-b{batches_done:06d}.keras"
     return f"epoch-{epochs_done:04d}.keras"
+
+
+def states_file(checkpoint_name: str) -> str:
+    """The recurrent-states file committed beside ``checkpoint_name``."""
+    return checkpoint_name[: -len(".keras")] + ".states.npz"
+
+
+def _position(name: str) -> tuple[int, int]:
+    """``(epochs_done, batches_done)`` of a checkpoint file name."""
+    match = _EPOCH_FILE.match(name)
+    return int(match.group(1)), int(match.group(2) or 0)
+
+
+def save_arrays_atomic(arrays: list, path: str | Path) -> Path:
+    """``arrays`` into the ``.npz`` file ``path`` through a temporary file, fsynced, then
+    renamed (a kill leaves the old file or the new one); errors as :func:`save_model_atomic`.
+    """
+    path = Path(path)
+    with atomic_replace(path) as (tmp, crash), open(tmp, "wb") as f:
+        np.savez(f, *arrays)
+        if crash == "mid-write":
+            f.truncate(f.tell() // 2)
+            f.flush()
+            die()
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def load_arrays(path: str | Path) -> list:
+    """The arrays :func:`save_arrays_atomic` wrote, in order."""
+    with np.load(path) as data:
+        return [data[f"arr_{i}"] for i in range(len(data.files))]
 
 
 def save_model_atomic(model, path: str | Path) -> Path:
@@ -91,10 +138,14 @@ def _link_atomic(source: Path, target: Path) -> None:
 
 
 def commit_epoch(model, run_dir: str | Path, epochs_done: int, best_val_loss: float | None,
-                 improved: bool, extra: dict) -> dict:
-    """Save the model after ``epochs_done`` epochs and commit it (module docstring).
+                 improved: bool, extra: dict, batches_done: int = 0,
+                 stream_states: list | None = None) -> dict:
+    """Save the model after ``epochs_done`` epochs (and ``batches_done`` batches of the
+    next one) and commit it (module docstring).
 
-    ``extra``: more entries for ``state.json`` (RNG states, last logs). Returns the state.
+    ``extra``: more entries for ``state.json`` (RNG states, last logs, metric states);
+    ``stream_states``: the recurrent state arrays of a stateful model, saved beside the
+    checkpoint. Returns the state.
     """
     run_dir = Path(run_dir)
     folder = run_dir / CHECKPOINTS
@@ -102,21 +153,27 @@ def commit_epoch(model, run_dir: str | Path, epochs_done: int, best_val_loss: fl
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise RunWriteError(folder, err) from err
-    name = epoch_file(epochs_done)
+    name = epoch_file(epochs_done, batches_done)
     checkpoint = save_model_atomic(model, folder / name)
+    state = {"epochs_done": epochs_done, "batches_done": batches_done, "checkpoint": name,
+             "size": checkpoint.stat().st_size, "sha256": file_sha256(checkpoint)}
+    if stream_states:
+        states = save_arrays_atomic(stream_states, folder / states_file(name))
+        state.update(states_file=states.name, states_size=states.stat().st_size,
+                     states_sha256=file_sha256(states))
     if improved:
         _link_atomic(checkpoint, run_dir / BEST)
     previous = _read_state(run_dir / STATE)
-    state = {"epochs_done": epochs_done, "checkpoint": name,
-             "size": checkpoint.stat().st_size, "sha256": file_sha256(checkpoint),
-             "best_val_loss": best_val_loss, **extra}
+    state.update(best_val_loss=best_val_loss, **extra)
     if previous and "checkpoint" in previous:
         state["previous"] = {k: v for k, v in previous.items() if k != "previous"}
     write_json_atomic(run_dir / STATE, state)  # the commit
     _link_atomic(checkpoint, run_dir / LAST)
-    keep = {name, state.get("previous", {}).get("checkpoint")}
+    kept = (state, state.get("previous", {}))
+    keep = {entry.get(key) for entry in kept for key in ("checkpoint", "states_file")}
     for old in folder.iterdir():
-        if _EPOCH_FILE.match(old.name) and old.name not in keep:
+        if (_EPOCH_FILE.match(old.name) or _STATES_FILE.match(old.name)) \
+                and old.name not in keep:
             discard(old)
     return state
 
@@ -142,6 +199,8 @@ class ResumePoint:
         best_val_loss: the best validation loss up to it (None: none yet).
         state: the commit's whole ``state.json`` entry.
         notes: what was damaged and what is used instead, in words.
+        batches_done: batches of epoch ``epochs_done + 1`` it holds (a mid-epoch stop).
+        stream_states: the recurrent state of every stream row (None: none saved).
     """
 
     checkpoint: Path
@@ -150,6 +209,15 @@ class ResumePoint:
     best_val_loss: float | None
     state: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    batches_done: int = 0
+    stream_states: list | None = None
+
+    @property
+    def where(self) -> str:
+        """The position in words: ``epoch 3`` or ``epoch 3, batch 17``."""
+        if self.batches_done:
+            return f"epoch {self.epochs_done + 1}, batch {self.batches_done}"
+        return f"epoch {self.epochs_done}"
 
 
 def _check(folder: Path, entry: dict) -> str | None:
@@ -162,14 +230,22 @@ def _check(folder: Path, entry: dict) -> str | None:
         return f"{path} has {size:,} bytes, not the {entry['size']:,} committed (truncated)"
     if "sha256" in entry and file_sha256(path) != entry["sha256"]:
         return f"{path} does not match its committed sha256 (altered or corrupt)"
+    if entry.get("states_file"):
+        states = folder / str(entry["states_file"])
+        if not states.is_file():
+            return f"{states} is missing"
+        if states.stat().st_size != entry.get("states_size") or \
+                file_sha256(states) != entry.get("states_sha256"):
+            return f"{states} does not match its committed size and sha256 (truncated or altered)"
     return None
 
 
 def _point(folder: Path, entry: dict, notes: list[str]) -> ResumePoint:
     best = entry.get("best_val_loss")
+    states = load_arrays(folder / entry["states_file"]) if entry.get("states_file") else None
     return ResumePoint(folder / entry["checkpoint"], int(entry["epochs_done"]),
                        entry.get("rng_states"), None if best is None else float(best),
-                       entry, notes)
+                       entry, notes, int(entry.get("batches_done", 0)), states)
 
 
 def resume_point(run_dir: str | Path) -> ResumePoint | None:
@@ -204,17 +280,20 @@ def resume_point(run_dir: str | Path) -> ResumePoint | None:
 
 def _newest_readable(run_dir: Path, folder: Path) -> ResumePoint:
     names = sorted((p for p in folder.glob("epoch-*.keras") if _EPOCH_FILE.match(p.name)),
-                   reverse=True) if folder.is_dir() else []
+                   key=lambda p: _position(p.name), reverse=True) if folder.is_dir() else []
     for path in names:
         try:
             with zipfile.ZipFile(path) as archive:
                 if archive.testzip() is None:
-                    epochs = int(_EPOCH_FILE.match(path.name).group(1))
-                    note = (f"{run_dir / STATE} is damaged; resuming from {path} (epoch "
-                            f"{epochs}), the newest checkpoint that opens. Its dropout RNG "
-                            "states are lost: the run continues correctly but will not "
-                            "match an uninterrupted one bit for bit")
-                    return ResumePoint(path, epochs, None, None, {}, [note])
+                    epochs, batches = _position(path.name)
+                    point = ResumePoint(path, epochs, None, None, {}, [],
+                                        batches_done=batches)
+                    point.notes.append(
+                        f"{run_dir / STATE} is damaged; resuming from {path} ({point.where})"
+                        ", the newest checkpoint that opens. Its dropout RNG states (and "
+                        "recurrent states) are lost: the run continues correctly but will "
+                        "not match an uninterrupted one bit for bit")
+                    return point
         except (OSError, zipfile.BadZipFile):
             continue
     raise KerasSeqError(f"{run_dir / STATE} is damaged and no checkpoint in {folder} opens; "

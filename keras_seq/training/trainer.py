@@ -17,7 +17,10 @@ by subclassing :class:`Task`. :func:`train` does the rest the same way for all o
    uninterrupted one, however it was stopped;
 4. runs ``model.fit`` with the shared callbacks — NaN guard, diagnostics said in words,
    TensorBoard (where TensorFlow is importable), ``metrics.csv``, checkpoints, time
-   budget — around the task's own;
+   budget — around the task's own. A task that can (``resumes_mid_epoch``) is stopped by
+   the budget after any batch and committed there; resumed, its first ``fit`` finishes
+   that epoch from the next batch, with the recurrent states and the epoch's metrics so
+   far put back, and a second ``fit`` runs the epochs after it;
 5. evaluates through the task and writes ``metrics.json``.
 
 See :mod:`keras_seq.runs` for the run directory layout.
@@ -87,6 +90,9 @@ class Task:
     #: "epoch": stop at the first epoch end past the budget (keeps stateful streams whole);
     #: "batch": stop mid-epoch as soon as it is past.
     budget_check: str = "epoch"
+    #: whether :meth:`fit_plan` takes ``start_batch`` (a run resumed mid-epoch): then the
+    #: budget is checked after every batch on one device and a stop commits that position
+    resumes_mid_epoch: bool = False
     #: whether ``--strategy mirrored|multi-worker`` is implemented for the task (its
     #: :meth:`fit_plan` serves ``prepared.data["strategy"]``'s replicas)
     distributable: bool = False
@@ -103,7 +109,11 @@ class Task:
 
     def fit_plan(self, config, prepared: Prepared, initial_epoch: int, printer) -> FitPlan:
         """What to pass to ``model.fit`` from ``initial_epoch`` on. It runs before anything
-        is written or built, so data that cannot be batched stops the run first."""
+        is written or built, so data that cannot be batched stops the run first.
+
+        A task with ``resumes_mid_epoch`` also takes ``start_batch``: the data then starts
+        that many batches into epoch ``initial_epoch`` (the trainer shortens that
+        ``fit``'s epoch to the batches left)."""
         raise NotImplementedError
 
     def describe_model(self, model) -> str:
@@ -361,6 +371,10 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
         printer(note)
     point = _resume_point(run_dir, printer, backend_notes) if resume else None
     initial_epoch = point.epochs_done if point else 0
+    start_batch = point.batches_done if point else 0
+    if point is not None and start_batch:
+        printer(f"resuming mid-epoch: {point.where} (the recurrent states, optimizer, RNG "
+                "states and the epoch's metrics so far as committed)")
     if initial_epoch >= config.epochs:
         try:
             results = json.loads((run_dir / runs.METRICS).read_text())
@@ -369,7 +383,7 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
         except (OSError, ValueError):  # stopped after the last epoch, before the results
             printer(f"note: {run_dir} trained all {initial_epoch} epoch(s) but stopped before "
                     f"writing {runs.METRICS}; evaluating the last checkpoint now")
-    plan = task.fit_plan(config, prepared, initial_epoch, printer)
+    plan = _plan(task, config, prepared, initial_epoch, start_batch, printer)
     if not resume:
         _check_writable(run_dir)
         for filename, artifact in prepared.artifacts.items():
@@ -394,7 +408,17 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
     tb_dir = run_dir / "tensorboard"
     first, middle = task.callbacks(config, prepared, run_dir, report, printer)
     nan_guard = cb.NaNGuard()
-    budget = cb.TimeBudget(config.max_minutes, per_batch=task.budget_check == "batch")
+    checkpoint = cb.RunCheckpoint(run_dir, nan_guard, point.best_val_loss if point else None,
+                                  point.state.get("last_logs") if point else None)
+    mid_epoch = task.resumes_mid_epoch and strategy is None
+    budget = cb.TimeBudget(config.max_minutes, per_batch=mid_epoch or task.budget_check == "batch",
+                           commit=checkpoint.commit_mid_epoch if mid_epoch else None,
+                           steps_per_epoch=plan.steps)
+    restore = []
+    if point is not None and (point.stream_states is not None or start_batch):
+        restore.append(cb.RestoreSession(point.stream_states,
+                                         point.state.get("metric_states") if start_batch
+                                         else None))
     shared_diagnostics = []
     if prepared.chance_loss is not None:
         shared_diagnostics.append(cb.TrainingDiagnostics(
@@ -402,11 +426,12 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
             printer=printer))
     callbacks = [
         *first,
+        *restore,
         nan_guard,
         *middle,
         *shared_diagnostics,
         *_tensorboard(config, tb_dir, printer),
-        cb.RunCheckpoint(run_dir, nan_guard, point.best_val_loss if point else None),
+        checkpoint,
         cb.MetricsCSV(run_dir / "metrics.csv", point.epochs_done if point else 0,
                       point.state.get("last_logs") if point else None),  # after the commit
         budget,
@@ -415,8 +440,8 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
     steps_before = _optimizer_steps(model)
     started = time.monotonic()
     with fit_workarounds(strategy):
-        model.fit(**plan.kwargs, epochs=config.epochs, initial_epoch=initial_epoch,
-                  callbacks=callbacks, verbose=verbose)
+        _fit_sessions(task, config, prepared, model, plan, callbacks, initial_epoch,
+                      start_batch, verbose, printer, nan_guard, budget)
     seconds = time.monotonic() - started
     if nan_guard.tripped:
         last = run_dir / runs.LAST
@@ -425,6 +450,7 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
     state = json.loads((run_dir / runs.STATE).read_text())
     steps_run = _optimizer_steps(model) - steps_before
     results = {"run_dir": str(run_dir), "kind": task.name, "epochs_done": state["epochs_done"],
+               "batches_done": state.get("batches_done", 0),
                "train_minutes": seconds / 60, "params": int(model.count_params()),
                "time_budget_hit": budget.hit, **computing,
                "recurrent_paths": _recurrent_paths(model), "diagnostics": report}
@@ -433,6 +459,46 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
     results.update(task.results(config, prepared, run_dir, model))
     atomic.write_json_atomic(run_dir / runs.METRICS, results)
     return results
+
+
+def _plan(task, config, prepared, epoch: int, start_batch: int, printer) -> FitPlan:
+    if start_batch:
+        return task.fit_plan(config, prepared, epoch, printer, start_batch=start_batch)
+    return task.fit_plan(config, prepared, epoch, printer)
+
+
+def _fit_sessions(task, config, prepared, model, plan, callbacks, initial_epoch: int,
+                  start_batch: int, verbose: int, printer, nan_guard, budget) -> None:
+    """``model.fit`` from ``(initial_epoch, start_batch)`` to ``config.epochs``: mid-epoch,
+    one ``fit`` of the batches left in that epoch, then one of the epochs after it. A
+    mid-epoch stop by the budget (:class:`~keras_seq.training.callbacks.StopMidEpoch`,
+    raised once committed) ends it without validating."""
+    # lazy: Keras is imported once the backend is chosen
+    from keras_seq.training import callbacks as cb
+
+    epoch, offset = initial_epoch, start_batch
+    while epoch < config.epochs:
+        kwargs = dict(plan.kwargs)
+        last = config.epochs
+        if offset:
+            kwargs["steps_per_epoch"], last = plan.steps - offset, epoch + 1
+        cb.set_batch_offset(callbacks, offset)
+        try:
+            model.fit(**kwargs, epochs=last, initial_epoch=epoch, callbacks=callbacks,
+                      verbose=verbose)
+        except cb.StopMidEpoch as stop:
+            if verbose:
+                printer("")
+            printer(f"{stop}; committed there: --resume continues from the next batch")
+            for callback in callbacks:  # what fit's own end would have done (flush logs)
+                callback.on_train_end({})
+            if getattr(model, "_eval_epoch_iterator", None) is not None:
+                del model._eval_epoch_iterator
+            return
+        if nan_guard.tripped or budget.hit or last == config.epochs:
+            return
+        epoch, offset = last, 0
+        plan = _plan(task, config, prepared, epoch, 0, printer)
 
 
 def format_results(results: dict, task: Task | None = None) -> str:
@@ -449,6 +515,9 @@ def format_results(results: dict, task: Task | None = None) -> str:
              f"min{speed}"]
     if results.get("time_budget_hit"):
         lines[-1] += " — stopped by the time budget"
+        if results.get("batches_done"):
+            lines[-1] += (f" after batch {results['batches_done']} of epoch "
+                          f"{results['epochs_done'] + 1} (--resume continues there)")
     if "backend" in results:
         lines.append(f"backend      {results['backend']} (mixed precision "
                      f"{results['mixed_precision']}, jit_compile {results['jit_compile']})")

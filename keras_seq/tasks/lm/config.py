@@ -84,10 +84,21 @@ class LMConfig(TrainConfig):
     decay_start: int = option(1, "epochs at the full learning rate before decaying (PTB "
                               "max_epoch)")
     clip_norm: float | None = 5.0  # global-norm clipping threshold θ; None = off
-    max_steps_per_epoch: int | None = option(None, "cap on the batches of an epoch (smoke "
-                                             "tests, time budgets)", default_help="no cap")
-    max_minutes: float | None = option(None, "stop after the first epoch that ends past this "
-                                       "many minutes", default_help="no limit")
+    max_steps_per_epoch: int | None = option(None, "cap on the batches of an epoch, every "
+                                             "epoch the same first batches (smoke tests); "
+                                             "--steps-per-epoch goes on through the data",
+                                             default_help="no cap")
+    steps_per_epoch: int | None = option(None, "batches per epoch; the next epoch goes on "
+                                         "where this one stopped in the stream (TBPTT state "
+                                         "carried), for corpora where one pass takes hours",
+                                         default_help="one pass")
+    eval_tokens: int | None = option(None, "validate each epoch on the first N tokens of the "
+                                     "val split (the same sample every epoch, PPL with a 95% "
+                                     "confidence interval); the whole split is evaluated when "
+                                     "training ends", default_help="the whole val split")
+    max_minutes: float | None = option(None, "stop once past this many minutes, mid-epoch if "
+                                       "need be (committed there: --resume goes on from the "
+                                       "next batch)", default_help="no limit")
     seed: int = 1234
     # logging
     log_every: int = option(50, "steps between gradient-norm and learning-rate scalars")
@@ -107,6 +118,19 @@ class LMConfig(TrainConfig):
             problems.append(f"bptt_mode must be 'truncated' or 'full' (got {self.bptt_mode!r})")
         if self.optimizer not in ("sgd", "adam"):
             problems.append(f"optimizer must be 'sgd' or 'adam' (got {self.optimizer!r})")
+        for name in ("steps_per_epoch", "eval_tokens", "max_steps_per_epoch"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value < 1):
+                problems.append(f"{name} must be a positive integer or unset (got {value!r})")
+        if self.steps_per_epoch is not None and self.max_steps_per_epoch is not None:
+            problems.append("steps_per_epoch and max_steps_per_epoch both set: "
+                            "--steps-per-epoch N goes on through the stream epoch after epoch, "
+                            "--max-steps-per-epoch N repeats its first N batches; use one")
+        if self.steps_per_epoch is not None and self.strategy != "one":
+            problems.append(f"steps_per_epoch is for one device (got strategy "
+                            f"{self.strategy}): replicas reset their stream rows at each "
+                            "epoch start; bound a distributed epoch with --max-steps-per-epoch")
         if not 0 <= self.state_reset_prob <= 1:
             problems.append(f"state_reset_prob must be in [0, 1] (got {self.state_reset_prob})")
         for name in ("dropout", "embed_dropout", "weight_dropout"):

@@ -18,7 +18,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from keras_seq.data.batching import stream_arrays, stream_dataset
+from keras_seq.data.batching import StreamLayout, stream_arrays, stream_dataset
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.nplm import NPLM
 from keras_seq.models.perplexity import Perplexity
@@ -35,7 +35,13 @@ from keras_seq.tasks.lm.data import (
     unseen_unk_warning,
     window_batches,
 )
-from keras_seq.tasks.lm.evaluation import evaluate_run, generate_tokens
+from keras_seq.tasks.lm.evaluation import (
+    evaluate_run,
+    evaluate_stream,
+    evaluate_windows,
+    generate_tokens,
+    perplexity_interval,
+)
 from keras_seq.training import callbacks as cb
 from keras_seq.training import distribute, trainer
 from keras_seq.training.summaries import SummaryWriter, to_numpy
@@ -45,9 +51,44 @@ from keras_seq.training.trainer import FitPlan, Prepared
 # Datasets for fit (the data itself: :mod:`keras_seq.tasks.lm.data`)
 
 
-def _padded_dataset(xs, ys, ws):
-    """The full-BPTT batches in their (seeded, bucketed) order, pass after pass."""
-    return batches_dataset(list(zip(xs, ys, ws)), seed=0, shuffle=False)
+def _padded_dataset(xs, ys, ws, skip: int = 0):
+    """The full-BPTT batches in their (seeded, bucketed) order, pass after pass, the first
+    pass ``skip`` batches in."""
+    return batches_dataset(list(zip(xs, ys, ws)), seed=0, shuffle=False, skip=skip)
+
+
+class StreamFrom(keras.utils.PyDataset):
+    """The truncated-BPTT stream served without end from batch ``start``: item ``i`` is
+    stream batch ``(start + i) mod N``, so epochs of ``steps_per_epoch`` batches go on
+    through the stream where the previous one stopped, and a run resumed mid-epoch
+    starts at its next batch.
+
+    >>> import numpy as np
+    >>> stream = stream_dataset(np.arange(41), batch_size=2, bptt=4)   # N = 4 batches
+    >>> ring = StreamFrom(stream, start=3)
+    >>> [int(ring[i][0][0, 0]) for i in range(3)]                      # batches 3, 0, 1
+    [12, 0, 4]
+    """
+
+    fixed_shapes = True
+
+    def __init__(self, stream, start: int = 0):
+        super().__init__()
+        self.stream, self.start = stream, int(start)
+
+    @property
+    def num_batches(self):
+        return None  # endless; fit's steps_per_epoch says where an epoch ends
+
+    def __getitem__(self, index):
+        return self.stream[(self.start + int(index)) % len(self.stream)]
+
+
+def stream_batches(config: LMConfig, n_tokens: int) -> int:
+    """``N``: the batches of one pass over a training stream of ``n_tokens`` (capped by
+    ``--max-steps-per-epoch``)."""
+    n = StreamLayout(n_tokens, config.batch_size, config.bptt).num_batches
+    return min(n, config.max_steps_per_epoch or n)
 
 
 # ----------------------------------------------------------------------------------------
@@ -79,6 +120,29 @@ class _SampleWriter(keras.callbacks.Callback):
             return  # nothing to sample from a model whose loss is NaN
         text = self.tokenizer.decode(self.tokenizer.tokens_to_ids(self.sample()))
         self.writer.text("sample", text, step=epoch + 1)
+
+
+class _SampleValidation(keras.callbacks.Callback):
+    """``--eval-tokens``: each epoch, the perplexity of a fixed contiguous sample of the
+    val split, with its 95% confidence interval (:func:`perplexity_interval`, windows of
+    ``bptt`` tokens), as ``val_loss``, ``val_perplexity``, ``val_ppl_low`` and
+    ``val_ppl_high`` in the epoch's logs (so ``best.keras`` follows the sample)."""
+
+    def __init__(self, sample_ids: np.ndarray, bptt: int):
+        super().__init__()
+        self.sample_ids, self.bptt = sample_ids, int(bptt)
+        self.last: dict | None = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None or not np.isfinite(logs.get("loss", 0.0)):
+            return
+        if isinstance(self.model, NPLM):
+            log_probs, _ = evaluate_windows(self.model, self.sample_ids)
+        else:
+            log_probs, _ = evaluate_stream(self.model, self.sample_ids, self.bptt)
+        self.last = perplexity_interval(log_probs, self.bptt)
+        logs.update(val_loss=self.last["loss"], val_perplexity=self.last["ppl"],
+                    val_ppl_low=self.last["ppl_low"], val_ppl_high=self.last["ppl_high"])
 
 
 class _ActivationHistograms(keras.callbacks.Callback):
@@ -180,7 +244,8 @@ class LMTask(trainer.Task):
 
     name = "lm"
     config_cls = LMConfig
-    budget_check = "epoch"  # stateful streams stay whole, so --resume is exact
+    budget_check = "epoch"  # with --strategy: replicas' stream states can't be committed
+    resumes_mid_epoch = True  # on one device: stream position, states and metrics committed
     distributable = True  # truncated BPTT (the RNN LM): --strategy mirrored|multi-worker
 
     def prepare(self, config: LMConfig, run_dir: Path, resume: bool, printer) -> Prepared:
@@ -199,15 +264,19 @@ class LMTask(trainer.Task):
         return build_model(config, prepared.data["tokenizer"].vocab_size)
 
     def fit_plan(self, config: LMConfig, prepared: Prepared, initial_epoch: int,
-                 printer) -> FitPlan:
+                 printer, start_batch: int = 0) -> FitPlan:
         train_ids, val_ids = prepared.data["train_ids"], prepared.data["val_ids"]
         B, T = config.batch_size, config.bptt
+        if config.eval_tokens:  # validation is the sample's (_SampleValidation), not fit's
+            val_ids = np.array([], np.int32)
         if config.model == "nplm":  # stateless windows, reshuffled every pass
             train = window_batches(train_ids, config.context, B, config.seed)
-            steps = min(len(train), config.max_steps_per_epoch or len(train))
+            steps = config.steps_per_epoch or min(len(train),
+                                                  config.max_steps_per_epoch or len(train))
             val = (window_batches(val_ids, config.context, 512, None) if len(val_ids) > 1
                    else [])
-            kwargs = fit_kwargs(train, val, config.seed, initial_epoch, steps)
+            kwargs = fit_kwargs(train, val, config.seed, initial_epoch, steps,
+                                start_batch=start_batch)
             return FitPlan(kwargs, steps, items_per_step=B, unit="tokens")
         strategy = prepared.data.get("strategy")
         if strategy is not None:
@@ -217,12 +286,14 @@ class LMTask(trainer.Task):
                                     "one device")
             return _distributed_plan(config, train_ids, val_ids, strategy, printer)
         if config.bptt_mode == "truncated":  # the stream in order: a PyDataset, any backend
-            train = stream_dataset(train_ids, B, T, max_batches=config.max_steps_per_epoch)
-            steps = len(train)
-            kwargs = {"x": train, "shuffle": False, "validation_data": None}
+            stream = stream_dataset(train_ids, B, T, max_batches=config.max_steps_per_epoch)
+            steps = config.steps_per_epoch or len(stream)
+            start = (initial_epoch * steps + start_batch) % len(stream)
+            kwargs = {"x": StreamFrom(stream, start), "steps_per_epoch": steps,
+                      "shuffle": False, "validation_data": None}
             if len(val_ids) > B * (T + 1):
                 kwargs["validation_data"] = stream_dataset(val_ids, B, T)
-            else:
+            elif not config.eval_tokens:
                 printer(f"note: val split too short for batch {B} × bptt {T}; no validation "
                         "in fit")
             return FitPlan(kwargs, steps, items_per_step=B * T, unit="tokens")
@@ -233,21 +304,27 @@ class LMTask(trainer.Task):
         xs, ys, ws = full_bptt_batches(train_ids, eos_id, B)
         if config.max_steps_per_epoch:
             xs, ys, ws = (v[: config.max_steps_per_epoch] for v in (xs, ys, ws))
-        kwargs = {"x": _padded_dataset(xs, ys, ws), "steps_per_epoch": len(xs),
+        steps = config.steps_per_epoch or len(xs)
+        skip = (initial_epoch * steps + start_batch) % len(xs)
+        kwargs = {"x": _padded_dataset(xs, ys, ws, skip), "steps_per_epoch": steps,
                   "shuffle": False, "validation_data": None}
         if len(val_ids) > 2:
             val_batches = full_bptt_batches(val_ids, eos_id, B)
             kwargs["validation_data"] = _padded_dataset(*val_batches)
             kwargs["validation_steps"] = len(val_batches[0])
         tokens = sum(float(w.sum()) for w in ws) / max(len(ws), 1)
-        return FitPlan(kwargs, len(xs), items_per_step=tokens, unit="tokens")
+        return FitPlan(kwargs, steps, items_per_step=tokens, unit="tokens")
 
     def callbacks(self, config: LMConfig, prepared: Prepared, run_dir: Path, report: list,
                   printer):
         tb_dir = run_dir / "tensorboard"
         first = []
         if config.bptt_mode == "truncated" and config.model == "rnn":
-            first.append(cb.ResetStatesCallback())
+            if prepared.data.get("strategy") is not None:  # replicas: zeroed at epoch starts
+                first.append(cb.ResetStatesCallback())
+            else:  # zeroed where the stream starts: epochs may be shorter than one pass
+                n = stream_batches(config, len(prepared.data["train_ids"]))
+                first.append(cb.ResetStatesCallback(n, config.steps_per_epoch or n))
             if config.state_reset_prob:
                 first.append(cb.RowStateResets(config.state_reset_prob, config.seed))
         if config.optimizer == "sgd" or config.lr_decay != 1.0:
@@ -256,6 +333,11 @@ class LMTask(trainer.Task):
                   _SampleWriter(prepared.data["tokenizer"], tb_dir / "samples",
                                 config.sample_tokens, config.seed)]
         val_ids, T = prepared.data["val_ids"], config.bptt
+        if config.eval_tokens and len(val_ids) > 2:
+            middle.append(_SampleValidation(val_ids[: config.eval_tokens + 1], T))
+        elif config.eval_tokens:
+            printer(f"note: the val split has {len(val_ids)} token(s); --eval-tokens has "
+                    "nothing to validate on")
         if config.histogram_freq and len(val_ids) > T and config.model == "rnn":
             window = (val_ids[: 4 * T].reshape(4, T) if len(val_ids) >= 4 * T
                       else val_ids[None, :T])
