@@ -1,0 +1,352 @@
+"""``keras-seq bench scaling``: wall time and peak RSS against corpus size (1 M → 100 M tokens).
+
+For each size the corpus comes from :mod:`keras_seq.benchmarks.scaling_text` (one seeded
+stream: the smaller corpora are prefixes of the larger, written once under
+``--corpus-dir``), and every stage is a fresh ``keras-seq`` (or ``lmplz``) process, timed
+from start to exit, its peak RSS read from ``os.wait4`` (the child's own ``ru_maxrss``):
+
+* ``prepare``: ``data prepare --tokenizer word --min-count 1 --split-ratio 100/0/0`` — every
+  token in one train split, the full vocabulary, as ``ngram train`` and ``lmplz`` need;
+* ``ngram``: ``ngram train --order 5 --memory 1G`` from that prepared directory;
+* ``lmplz`` (with ``--lmplz PATH``): KenLM's ``lmplz -o 5 -S 1G`` on the same text (a fixed
+  point of the word rule, so the same tokens);
+* ``prepare-lm``: ``data prepare`` again with ``--max-vocab 50000``, the LM's vocabulary;
+* ``lm-1`` and ``lm-N``: ``train lm`` on it (a 64-unit LSTM, batch 32 × bptt 35, no
+  validation split) for 1 and for 1 + N optimizer steps. ``lm-1``'s wall time is the
+  start-up: process start to exit through imports, opening the memory-mapped ids, building
+  and tracing the model and the first step (an upper bound on the time to the first step).
+  Training speed is ``N × 32 × 35 / (fit(lm-N) − fit(lm-1))`` tokens/s, ``fit`` the seconds
+  each run spent in ``model.fit`` (its ``metrics.json``): tracing and the first step cancel.
+
+Each stage's exact command is recorded with its row; ``--keep`` keeps the ARPA files and the
+prepared directories (several GB at 100 M tokens), removed after each size otherwise.
+On a shared machine the times move with the load (recorded as ``load``); the RSS does not.
+
+Example (a tiny run from a folder of text, no TensorFlow stages):
+
+>>> import os, tempfile
+>>> root = tempfile.mkdtemp()
+>>> _ = open(os.path.join(root, "a.md"), "w").write("one two three four five six\\n\\n" * 400)
+>>> out = run_bench([2000], out=os.path.join(root, "out"), stages=["prepare"],
+...                 roots=[root], progress=None)
+>>> row = out["rows"][0]
+>>> row["stage"], row["rc"], row["peak_rss_mb"] > 0
+('prepare', 0, True)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from keras_seq.atomic import write_json_atomic
+from keras_seq.benchmarks.scaling_text import write_corpora
+from keras_seq.errors import DataError
+
+STAGES = ("prepare", "ngram", "lmplz", "prepare-lm", "lm")
+DEFAULT_SIZES = "1M,16M,100M"
+LM_BATCH, LM_BPTT = 32, 35
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
+_SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
+
+
+def parse_sizes(spec: str) -> list[int]:
+    """``"20k,1M,1.5M"`` → ``[20000, 1000000, 1500000]`` (sorted, k/M/G = 10³/10⁶/10⁹).
+
+    >>> parse_sizes("16M, 1M")
+    [1000000, 16000000]
+    """
+    sizes = []
+    for piece in str(spec).split(","):
+        match = _SIZE.match(piece)
+        if not match or float(match.group(1)) <= 0:
+            raise DataError(f"--sizes {spec!r}: {piece.strip()!r} is not a token count; "
+                            "expected positive numbers with an optional k/M/G suffix, "
+                            f"e.g. {DEFAULT_SIZES}")
+        sizes.append(int(float(match.group(1)) * _SCALE[match.group(2).lower()]))
+    return sorted(set(sizes))
+
+
+def label(n: int) -> str:
+    """``16000000`` → ``"16M"``, ``20000`` → ``"20k"``."""
+    for suffix, scale in (("G", 10**9), ("M", 10**6), ("k", 10**3)):
+        if n >= scale and n % (scale // 1000 or 1) == 0:
+            return f"{n / scale:g}{suffix}"
+    return str(n)
+
+
+def keras_seq_command() -> list[str]:
+    """How to start ``keras-seq`` with this interpreter (its script beside it, else ``-c``)."""
+    script = Path(sys.executable).parent / "keras-seq"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from keras_seq.cli import main; sys.exit(main())"]
+
+
+def measure(cmd: list[str], log: Path) -> dict:
+    """Run ``cmd`` (output to ``log``); its wall time, peak RSS and exit status."""
+    with open(log, "wb") as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)  # Popen did not reap it
+    return {"wall_s": round(wall, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "rc": proc.returncode}
+
+
+def _fit_seconds(run_dir: Path) -> float | None:
+    """The seconds a ``train lm`` run spent in ``fit`` (``metrics.json``'s train_minutes)."""
+    try:
+        return round(json.loads((run_dir / "metrics.json").read_text())["train_minutes"] * 60, 3)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _tail(log: Path, n: int = 5) -> str:
+    lines = log.read_text(errors="replace").strip().splitlines()
+    return " | ".join(line.strip() for line in lines[-n:])
+
+
+def _commands(stage: str, corpus: Path, work: Path, *, memory: str, max_vocab: int,
+              lm_steps: int, lmplz: str | None) -> list[tuple[str, list[str]]]:
+    """``[(row name, command)]`` of one stage at one size."""
+    ks = keras_seq_command()
+    split = ["--split-ratio", "100/0/0"]
+    prep, prep_lm = work / "prepared", work / "prepared-lm"
+    if stage == "prepare":
+        return [("prepare", ks + ["data", "prepare", "--data", str(corpus), "--tokenizer",
+                                  "word", "--min-count", "1", *split, "--out", str(prep),
+                                  "--quiet"])]
+    if stage == "ngram":
+        return [("ngram", ks + ["ngram", "train", "--data", str(prep), *split, "--order", "5",
+                                "--memory", memory, "--temp-dir", str(work / "tmp"),
+                                "--out", str(work / "keras-seq.arpa")])]
+    if stage == "lmplz":
+        return [("lmplz", [lmplz, "-o", "5", "-S", memory, "-T", str(work / "tmp"),
+                           "--discount_fallback", "--text", str(corpus),
+                           "--arpa", str(work / "lmplz.arpa")])]
+    if stage == "prepare-lm":
+        return [("prepare-lm", ks + ["data", "prepare", "--data", str(corpus), "--tokenizer",
+                                     "word", "--max-vocab", str(max_vocab), *split,
+                                     "--out", str(prep_lm), "--quiet"])]
+    rows = []
+    for steps in (1, 1 + lm_steps):
+        rows.append((f"lm-{steps}", ks + [
+            "train", "lm", "--data", str(prep_lm), *split, "--tokenizer", "word",
+            "--max-vocab", str(max_vocab), "--run-dir", str(work / f"lm-{steps}"),
+            "--cell", "lstm", "--units", "64", "--embed-dim", "32",
+            "--batch-size", str(LM_BATCH), "--bptt", str(LM_BPTT), "--epochs", "1",
+            "--max-steps-per-epoch", str(steps), "--sample-tokens", "0",
+            "--histogram-freq", "0", "--quiet"]))
+    return rows
+
+
+def _clear(work: Path, stage: str) -> None:
+    """Remove what a stage's earlier run left (each stage starts from nothing)."""
+    names = {"prepare": ["prepared"], "ngram": ["keras-seq.arpa"], "lmplz": ["lmplz.arpa"],
+             "prepare-lm": ["prepared-lm"], "lm": ["lm-*"]}[stage]
+    for pattern in names:
+        for path in work.glob(pattern):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    (work / "tmp").mkdir(parents=True, exist_ok=True)
+
+
+def _load() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def corpora(sizes: list[int], corpus_dir: Path, seed: int, roots=None, progress=print):
+    """The corpus file of each size (written once; a manifest records how), and the
+    manifest: the sizes' token counts and the 5-gram novelty curve."""
+    corpus_dir.mkdir(parents=True, exist_ok=True)
+    manifest_path = corpus_dir / f"scaling-seed{seed}.json"
+    paths = {n: corpus_dir / f"scaling-{label(n)}-seed{seed}.txt" for n in sizes}
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError):
+        manifest = None
+    roots = [str(r) for r in roots] if roots else None
+    made = {s["target"]: s for s in manifest["sizes"]} if manifest else {}
+    if (manifest and (roots is None or manifest["roots"] == roots)
+            and all(n in made and paths[n].is_file() for n in sizes)):
+        return paths, manifest
+    targets = sorted(set(sizes) | set(made))
+    all_paths = {n: corpus_dir / f"scaling-{label(n)}-seed{seed}.txt" for n in targets}
+    if progress is not None:
+        progress(f"writing corpora {', '.join(map(label, targets))} under {corpus_dir} "
+                 f"(seed {seed})")
+    manifest = write_corpora(all_paths, seed=seed, roots=roots, progress=progress)
+    write_json_atomic(manifest_path, manifest)
+    return paths, manifest
+
+
+def run_bench(sizes: list[int], *, out, corpus_dir=None, seed: int = 0, stages=STAGES,
+              lmplz: str | None = None, memory: str = "1G", max_vocab: int = 50_000,
+              lm_steps: int = 20, keep: bool = False, roots=None, progress=print) -> dict:
+    """Measure every stage at every size; write ``scaling.json`` (and the PNG plots) in
+    ``out``; return the results (see the module docstring)."""
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown:
+        raise DataError(f"--stages: unknown stage(s) {unknown}; choose from {', '.join(STAGES)}")
+    stages = [s for s in STAGES if s in stages]
+    if "lmplz" in stages and lmplz is None:
+        stages.remove("lmplz")
+    if lmplz is not None and not (os.path.isfile(lmplz) and os.access(lmplz, os.X_OK)):
+        found = shutil.which(lmplz)
+        if not found:
+            raise DataError(f"--lmplz {lmplz!r} is not an executable file; build KenLM's "
+                            "lmplz (docs/scaling.md says how) or leave --lmplz out")
+        lmplz = found
+    needs = {"ngram": "prepare", "lm": "prepare-lm"}
+    for stage, before in needs.items():
+        if stage in stages and before not in stages:
+            raise DataError(f"--stages: {stage} reads what {before} writes; add {before}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    corpus_dir = Path(corpus_dir) if corpus_dir else out / "corpora"
+    paths, manifest = corpora(sizes, corpus_dir, seed, roots, progress)
+    tokens = {s["target"]: s["tokens"] for s in manifest["sizes"]}
+    results = {"sizes": sizes, "seed": seed, "memory": memory, "max_vocab": max_vocab,
+               "lm": {"steps": lm_steps, "batch": LM_BATCH, "bptt": LM_BPTT},
+               "corpus": {k: manifest[k] for k in ("roots", "natural_tokens", "vocabulary",
+                                                   "keep", "replace_p", "novelty")},
+               "cpu_count": os.cpu_count(), "rows": []}
+    for n in sizes:
+        work = out / "work" / label(n)
+        work.mkdir(parents=True, exist_ok=True)
+        for stage in stages:
+            _clear(work, stage)
+            for name, cmd in _commands(stage, paths[n], work, memory=memory,
+                                       max_vocab=max_vocab, lm_steps=lm_steps, lmplz=lmplz):
+                if progress is not None:
+                    progress(f"[{label(n)}] {name}: {' '.join(cmd)}")
+                load = _load()
+                log = work / f"{name}.log"
+                row = {"size": label(n), "tokens": tokens[n], "stage": name, "load": load,
+                       **measure(cmd, log), "command": cmd, "log": str(log)}
+                if row["rc"] != 0:
+                    row["error"] = _tail(log)
+                elif name.startswith("lm-"):
+                    row["fit_s"] = _fit_seconds(work / name)
+                results["rows"].append(row)
+                write_json_atomic(out / "scaling.json", results)
+                if progress is not None:
+                    progress(f"[{label(n)}] {name}: {row['wall_s']:.1f}s, peak RSS "
+                             f"{row['peak_rss_mb']:,.0f} MB" + (f" — FAILED ({row['rc']}): "
+                                                                f"{row['error']}" if row["rc"]
+                                                                else ""))
+        if not keep:
+            for stage in ("prepare", "ngram", "lmplz", "prepare-lm"):
+                _clear(work, stage)
+    results["summary"] = summary(results)
+    write_json_atomic(out / "scaling.json", results)
+    results["plots"] = plot(results, out)
+    write_json_atomic(out / "scaling.json", results)
+    return results
+
+
+def _row(results, size, stage):
+    return next((r for r in results["rows"] if r["size"] == size and r["stage"] == stage
+                 and r["rc"] == 0), None)
+
+
+def summary(results: dict) -> list[dict]:
+    """One line per size: each stage's time and RSS, the lmplz ratios, the LM's start-up
+    and tokens/s."""
+    lines = []
+    for n in results["sizes"]:
+        size, line = label(n), {}
+        for stage in ("prepare", "ngram", "lmplz", "prepare-lm", "lm-1"):
+            row = _row(results, size, stage)
+            if row:
+                line[stage] = {"wall_s": row["wall_s"], "peak_rss_mb": row["peak_rss_mb"]}
+        ours, theirs = line.get("ngram"), line.get("lmplz")
+        if ours and theirs:
+            line["time_ratio"] = ours["wall_s"] / max(theirs["wall_s"], 1e-9)
+            line["rss_ratio"] = ours["peak_rss_mb"] / max(theirs["peak_rss_mb"], 1e-9)
+        steps = results["lm"]["steps"]
+        one, many = _row(results, size, "lm-1"), _row(results, size, f"lm-{1 + steps}")
+        if one and many:
+            line["lm_startup_s"] = one["wall_s"]
+            line["lm_rss_mb"] = many["peak_rss_mb"]
+            extra = (many.get("fit_s") or 0) - (one.get("fit_s") or 0)
+            tokens = steps * results["lm"]["batch"] * results["lm"]["bptt"]
+            line["lm_tokens_per_s"] = tokens / extra if extra > 0 else None
+        tokens = next((r["tokens"] for r in results["rows"] if r["size"] == size), n)
+        lines.append({"size": size, "tokens": tokens, **line})
+    return lines
+
+
+def _cell(line, stage):
+    v = line.get(stage)
+    return f"{v['wall_s']:.1f} s / {v['peak_rss_mb']:,.0f} MB" if v else "–"
+
+
+def format_bench(results: dict) -> str:
+    """The summary table, then one row per process with the command that reproduces it."""
+    out = ["| tokens | prepare | ngram train --memory " + results["memory"] + " | lmplz -S "
+           + results["memory"] + " | time × lmplz | RSS × lmplz | prepare (V=50k) | "
+           "train lm start-up | train lm tokens/s | train lm RSS |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for line in results.get("summary") or summary(results):
+        tps = line.get("lm_tokens_per_s")
+        out.append(" | ".join([
+            f"| {line['tokens'] / 1e6:,.2f} M", _cell(line, "prepare"), _cell(line, "ngram"),
+            _cell(line, "lmplz"),
+            f"{line['time_ratio']:.2f}×" if "time_ratio" in line else "–",
+            f"{line['rss_ratio']:.2f}×" if "rss_ratio" in line else "–",
+            _cell(line, "prepare-lm"),
+            f"{line['lm_startup_s']:.1f} s" if "lm_startup_s" in line else "–",
+            f"{tps:,.0f}" if tps else "–",
+            f"{line['lm_rss_mb']:,.0f} MB" if "lm_rss_mb" in line else "–"]) + " |")
+    out += ["", "| size | stage | wall | peak RSS | load | command |",
+            "|---|---|---:|---:|---:|---|"]
+    for r in results["rows"]:
+        status = "" if r["rc"] == 0 else f" FAILED ({r['rc']})"
+        cmd = " ".join(["keras-seq", *r["command"][1:]] if r["command"][0].endswith(
+            "keras-seq") else r["command"])
+        out.append(f"| {r['size']} | {r['stage']}{status} | {r['wall_s']:.1f} s | "
+                   f"{r['peak_rss_mb']:,.0f} MB | {r['load']} | `{cmd}` |")
+    return "\n".join(out)
+
+
+def plot(results: dict, out: Path) -> list[str]:
+    """``scaling_time.png`` and ``scaling_rss.png``: each stage against tokens, log-log."""
+    # lazy: loads matplotlib only when this runs
+    import matplotlib
+
+    matplotlib.use("Agg")
+    # lazy: loads matplotlib only when this runs
+    import matplotlib.pyplot as plt
+
+    stages = sorted({r["stage"] for r in results["rows"]}, key=lambda s: (s[:2], len(s), s))
+    written = []
+    for key, name, what in (("wall_s", "scaling_time.png", "wall time (s)"),
+                            ("peak_rss_mb", "scaling_rss.png", "peak RSS (MB)")):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for stage in stages:
+            rows = [r for r in results["rows"] if r["stage"] == stage and r["rc"] == 0]
+            if rows:
+                ax.plot([r["tokens"] for r in rows], [r[key] for r in rows], "o-", label=stage)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("corpus tokens")
+        ax.set_ylabel(what)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=80)
+        plt.close(fig)
+        written.append(str(out / name))
+    return written
