@@ -279,9 +279,18 @@ class TextDecoder:
             self._line += len(text)
             return
         self._longest = max(self._longest, self._line + first)
-        if len(text) > MAX_LINE_CHARS:  # only a long piece can hold a long inner line
-            self._longest = max(self._longest, max(map(len, text[first + 1:].split("\n"))))
-        self._line = len(text) - text.rfind("\n") - 1
+        last = text.rfind("\n")
+        if last - first > MAX_LINE_CHARS and _may_hold_a_long_line(text, first, last):
+            self._longest = max(self._longest, max(map(len, text[first + 1:last].split("\n"))))
+        self._line = len(text) - last - 1
+
+
+def _may_hold_a_long_line(text: str, start: int, end: int) -> bool:
+    """False when no line of ``text[start:end]`` can be over ``MAX_LINE_CHARS``: every
+    stretch of half that length holds a line break (a longer line would hold a whole
+    stretch), checked with a few ``find`` calls instead of splitting the text."""
+    step = MAX_LINE_CHARS // 2
+    return any(text.find("\n", j, j + step) == -1 for j in range(start + 1, end, step))
 
 
 def _invalid_bytes(raw: bytes, final: bool = True) -> tuple[int, int]:

@@ -335,16 +335,15 @@ def _word_bytes(text: str, lower: bool) -> list[bytes]:
     Long texts go in line-aligned blocks (:func:`line_blocks`), so the temporary arrays
     stay small.
     """
-    if not isinstance(text, str) or len(text) > 2 * _BLOCK_CHARS:
+    if not isinstance(text, str):
         _check_text(text)
+    if len(text) > 2 * _BLOCK_CHARS:
         out: list[bytes] = []
         for block in line_blocks(text):
             out += _word_bytes(block, lower)
         return out
     if lower:
         text = text.lower()
-    if not text.isascii() and _NON_ASCII_PUNCT.search(text):
-        text = _NON_ASCII_PUNCT.sub(r" \g<0> ", text)
     try:
         raw = text.encode("utf-8")
     except UnicodeEncodeError:
@@ -353,13 +352,41 @@ def _word_bytes(text: str, lower: bool) -> list[bytes]:
     raw = raw.translate(_BYTE_TABLE).lstrip(_WS_BYTES + _BREAK).replace(UNK.encode(), _UNK_BYTE)
     raw = _BREAK_RUNS.sub(_BREAK, raw)
     data = np.frombuffer(raw, np.uint8)
-    punct = _ASCII_PUNCT[data]  # (n,) bool
-    shift = np.cumsum(punct, dtype=np.int64)  # punctuation bytes up to and including each
-    if shift.size and shift[-1]:  # put a space before and after each punctuation byte
-        padded = np.full(data.size + 2 * int(shift[-1]), ord(" "), np.uint8)
-        padded[np.arange(data.size) + 2 * shift - punct] = data
+    before = _ASCII_PUNCT[data]  # (n,) bool: a space goes before this byte
+    after = before.copy()  # (n,) bool: a space goes after this byte
+    if not raw.isascii():
+        _mark_non_ascii_punct(data, before, after)
+    n_before, n_after = np.cumsum(before, dtype=np.int32), np.cumsum(after, dtype=np.int32)
+    if data.size and (n_before[-1] or n_after[-1]):  # put the spaces in
+        padded = np.full(data.size + int(n_before[-1]) + int(n_after[-1]), ord(" "), np.uint8)
+        padded[np.arange(data.size, dtype=np.int32) + n_before + n_after - after] = data
         raw = padded.tobytes()
     return raw.split()
+
+
+_PUNCT_CODE_POINTS: dict[int, bool] = {}  # non-ASCII code point -> not a word character
+
+
+def _mark_non_ascii_punct(data: np.ndarray, before: np.ndarray, after: np.ndarray) -> None:
+    """Mark the first byte of every non-ASCII punctuation character of UTF-8 ``data`` in
+    ``before`` and its last byte in ``after`` (a character is punctuation when it is not
+    a word character, ``_NON_ASCII_PUNCT``)."""
+    lead = np.flatnonzero(data >= 0xC0)  # first bytes of the multi-byte characters
+    first = data[lead].astype(np.int32)
+    size = 2 + (first >= 0xE0) + (first >= 0xF0)  # bytes of each character
+    cp = first & np.where(size == 2, 0x1F, np.where(size == 3, 0x0F, 0x07))
+    padded = np.concatenate([data, np.zeros(3, np.uint8)])  # every lead has 3 bytes after
+    for k in (1, 2, 3):
+        more = size > k
+        cp = np.where(more, (cp << 6) | (padded[lead + k] & 0x3F), cp)
+    unique, inverse = np.unique(cp, return_inverse=True)
+    known = _PUNCT_CODE_POINTS
+    for c in unique.tolist():
+        if c not in known:
+            known[c] = _NON_ASCII_PUNCT.match(chr(c)) is not None
+    punct = np.array([known[c] for c in unique.tolist()], bool)[inverse]
+    before[lead[punct]] = True
+    after[lead[punct] + size[punct] - 1] = True
 
 
 def _tf_split_words(texts, lower: bool):
