@@ -15,18 +15,25 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 from test_export_common import LEARNED_UNITS, exported, learned_run
 
+from keras_seq.benchmarks.streaming import weight_bytes_per_token
 from keras_seq.errors import KerasSeqError
+from keras_seq.export.graphs import LMGraphs
 from keras_seq.export.tflite import (
+    SHARED_TABLE_VARIANTS,
     VARIANTS,
     best_demo_model,
+    build_saved_model,
     convert,
     export_ids,
     export_tflite,
     float_ops,
     keras_log_probs,
     keras_logits,
+    op_list,
     parity,
+    quantize_shared_table,
 )
+from keras_seq.models import RecurrentLM
 from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.tasks.lm.evaluation import load_run
 
@@ -217,4 +224,102 @@ def test_demo_model_choice(export_all):
 def test_bad_variant(tmp_path_factory, tmp_path):
     run = learned_run(tmp_path_factory)
     with pytest.raises(KerasSeqError, match="unknown variant"):
-        export_tflite(run, tmp_path, variants=["int4"], printer=lambda *a: None)
+        export_tflite(run, tmp_path, variants=["int3"], printer=lambda *a: None)
+
+
+# ---------------------------------------------------------------------- shared-table variants
+# flatbuffer TensorType codes (tflite schema)
+INT4, INT8, FLOAT32 = 17, 9, 0
+
+
+def _tensor_types(flat: bytes) -> dict:
+    """``{shape: [(TensorType code, bytes stored) of every constant tensor of that shape]}``."""
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    model = flatbuffer_utils.read_model_from_bytearray(bytearray(flat))
+    found = {}
+    for t in model.subgraphs[0].tensors:
+        if model.buffers[t.buffer].data is not None:
+            found.setdefault(tuple(int(n) for n in t.shape), []).append(
+                (int(t.type), len(model.buffers[t.buffer].data)))
+    return found
+
+
+@pytest.fixture(scope="module")
+def tied_lstmp(tmp_path_factory):
+    """A tied CIFG-LSTMP (vocab 300, embed = projection 32, 64 units: the shipped model's
+    shape, scaled down) saved with its step signature; its float32 TFLite step model."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    lm = RecurrentLM(300, 32, 64, cell="lstmp", proj_units=32, coupled_input_forget=True,
+                     tie_weights=True)
+    lm(np.zeros((1, 2), "int32"))
+    graphs = LMGraphs(lm)
+    saved = tmp_path_factory.mktemp("tied") / "sm"
+    build_saved_model(graphs, saved, ["step"])
+    return saved, graphs, convert(saved, "step", "float32")[0]
+
+
+def _logits(flat, ids, graphs):
+    it = Interpreter(model_content=flat)
+    run = it.get_signature_runner("step")
+    states, out = graphs.zero_states(1), []
+    for t in ids:
+        res = run(token=np.array([t], np.int32), **states)
+        states = {n: res[n] for n in graphs.state_names}
+        out.append(res["logits"][0])
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("variant", list(SHARED_TABLE_VARIANTS))
+def test_shared_table_variant_stores_the_tied_table_once_quantized(tied_lstmp, variant):
+    saved, graphs, float_flat = tied_lstmp
+    flat, note = convert(saved, "step", variant)
+    assert note == ""
+    bits = SHARED_TABLE_VARIANTS[variant]
+    want = INT4 if bits == 4 else INT8
+
+    def packed(n):  # (type, bytes) of n weights at this variant's width
+        return (want, n * bits // 8)
+
+    # float32: one table (300, 32), read by GATHER and by the output FULLY_CONNECTED
+    assert _tensor_types(float_flat)[(300, 32)] == [(FLOAT32, 4 * 300 * 32)]
+    types = _tensor_types(flat)
+    assert types[(300, 32)] == [packed(300 * 32)], types[(300, 32)]  # one copy, quantized
+    # the LSTMP kernels: (3·64, 32) input and recurrent (CIFG), (32, 64) projection
+    assert types[(192, 32)] == [packed(192 * 32)] * 2 and types[(32, 64)] == [packed(32 * 64)]
+    assert "EMBEDDING_LOOKUP" in op_list(flat) and "GATHER" not in op_list(flat)
+    # what one step reads: the three kernels and the output layer packed at `bits`, one
+    # packed table row, and the gates' float32 bias
+    packed_weights = (2 * 192 * 32 + 32 * 64 + 300 * 32 + 32) * bits // 8
+    assert weight_bytes_per_token(flat) == packed_weights + 4 * 192
+    ids = np.random.default_rng(0).integers(0, 300, 30)
+    ref, got = _logits(float_flat, ids, graphs), _logits(flat, ids, graphs)
+    spread = np.abs(ref).max()
+    assert np.abs(got - ref).max() < (0.2 if want == INT4 else 0.02) * spread
+
+
+def test_shared_table_variants_pass_the_export_parity_check(tmp_path_factory, tmp_path):
+    run = learned_run(tmp_path_factory)
+    manifest = export_tflite(run, tmp_path, variants=["float32", *SHARED_TABLE_VARIANTS],
+                             graphs=["step", "step_fused"], calib_tokens=40,
+                             parity_tokens=40, val_tokens=200, printer=lambda *a: None)
+    by_name = {m["name"]: m for m in manifest["models"]}
+    # step models only: the fused graph gets float32
+    assert sorted(by_name) == ["step_dynamic_shared", "step_float32", "step_fused_float32",
+                               "step_int4"]
+    for name in ("step_int4", "step_dynamic_shared"):
+        p = by_name[name]["parity"]
+        # measured on this fixture: int4 max|Δlogits| 0.2, PPL +0.9%; dynamic_shared 0.01
+        assert p["max_abs_logit_diff"] < (0.6 if name == "step_int4" else 0.07), p
+        assert abs(p["ppl_delta_pct"]) < PPL_TOLERANCE_PCT, p
+        assert LiteRTLM(tmp_path / by_name[name]["file"]).step(2).shape == (16,)
+
+
+def test_shared_table_without_ai_edge_quantizer_says_how_to_install(tied_lstmp, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ai_edge_quantizer", None)  # import fails
+    with pytest.raises(KerasSeqError, match="pip install ai-edge-quantizer==0.10.0"):
+        quantize_shared_table(tied_lstmp[2], 4)

@@ -15,7 +15,12 @@ Variants: ``float32``; ``float16`` (fp16 weights); ``dynamic`` (dynamic-range in
 weights); ``int8`` (full integer, calibrated on the training corpus, fed to the converter
 as dicts keyed by the signature's input names; float input/output); ``int16x8`` (int16
 activations, int8 weights). An integer model's ``note`` names every op left in float
-(empty: integer kernels throughout, float only at the inputs and outputs).
+(empty: integer kernels throughout, float only at the inputs and outputs). Two more step
+variants (:data:`SHARED_TABLE_VARIANTS`, made by ``ai-edge-quantizer`` from the float32
+model, see :func:`quantize_shared_table`): ``int4`` (channelwise 4-bit weights, activations
+quantized on the fly) and ``dynamic_shared`` (the same at 8 bits). In both the embedding
+``GATHER`` becomes ``EMBEDDING_LOOKUP``, so a tied embedding/output table is stored once,
+quantized (the converter's ``dynamic`` stores it twice: once per consumer).
 
 Each model is written as ``<graph>_<variant>.tflite`` with its metadata ``.json`` (see
 :mod:`keras_seq.runtime.metadata`) and the run's ``tokenizer.json``; ``manifest.json``
@@ -48,6 +53,10 @@ from keras_seq.tasks.lm.data import corpus_for
 from keras_seq.tasks.lm.evaluation import evaluate_stream, load_run
 
 VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
+# Step-model variants quantized by ai-edge-quantizer (pinned in requirements.txt) with the
+# embedding table shared with a tied output layer: bits of weight per variant.
+SHARED_TABLE_VARIANTS = {"int4": 4, "dynamic_shared": 8}
+ALL_VARIANTS = VARIANTS + tuple(SHARED_TABLE_VARIANTS)
 DEFAULT_GRAPHS = ("step", "step_fused", "sequence", "sequence_fused")
 
 
@@ -99,7 +108,8 @@ def _converter(saved_dir, signature: str, variant: str, representative=None,
             ops.append(tf.lite.OpsSet.TFLITE_BUILTINS)
         conv.target_spec.supported_ops = ops
     else:
-        raise KerasSeqError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+        raise KerasSeqError(f"unknown variant {variant!r}; expected one of "
+                            f"{', '.join(ALL_VARIANTS)}")
     return conv
 
 
@@ -126,6 +136,10 @@ def convert(saved_dir, signature: str, variant: str, representative=None) -> tup
     :func:`float_ops`); an empty note means integer kernels throughout, float only at the
     model's inputs and outputs.
     """
+    if variant in SHARED_TABLE_VARIANTS:
+        with _converter_warnings():
+            flat = _converter(saved_dir, signature, "float32").convert()
+        return quantize_shared_table(flat, SHARED_TABLE_VARIANTS[variant]), ""
     with _converter_warnings():
         try:
             flat, note = _converter(saved_dir, signature, variant, representative).convert(), ""
@@ -142,6 +156,66 @@ def convert(saved_dir, signature: str, variant: str, representative=None) -> tup
         if kept:
             note = (f"{note}; " if note else "") + f"float kernels kept: {', '.join(kept)}"
     return flat, note
+
+
+def _lookup_tables(flat: bytes) -> bytes:
+    """The same model with every ``GATHER`` of rows from a constant 2-D table (the
+    embedding) replaced by ``EMBEDDING_LOOKUP`` (same output: row ``ids[i]`` of the table).
+
+    ai-edge-quantizer quantizes ``EMBEDDING_LOOKUP`` tables but leaves a ``GATHER`` table in
+    float32, which then keeps a float copy of a tied embedding beside the quantized output
+    layer; as ``EMBEDDING_LOOKUP`` the one table is quantized once for both.
+    """
+    # lazy: LiteRT's flatbuffer tools, only for the shared-table variants
+    from ai_edge_litert import schema_py_generated as schema
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    model = flatbuffer_utils.read_model_from_bytearray(bytearray(flat))
+    ops = schema.BuiltinOperator
+    codes = [flatbuffer_utils.get_builtin_code_from_operator_code(c)
+             for c in model.operatorCodes]
+    lookup_code = None
+    for subgraph in model.subgraphs:
+        for op in subgraph.operators:
+            if codes[op.opcodeIndex] != ops.GATHER:
+                continue
+            table, ids = int(op.inputs[0]), int(op.inputs[1])
+            tensor = subgraph.tensors[table]
+            axis = getattr(op.builtinOptions, "axis", 0)
+            if model.buffers[tensor.buffer].data is None or len(tensor.shape) != 2 or axis:
+                continue  # not a constant table read by rows
+            if lookup_code is None:
+                code = schema.OperatorCodeT()
+                code.builtinCode = code.deprecatedBuiltinCode = ops.EMBEDDING_LOOKUP
+                code.version = 1
+                model.operatorCodes.append(code)
+                lookup_code = len(model.operatorCodes) - 1
+            op.opcodeIndex = lookup_code
+            op.inputs = np.array([ids, table], np.int32)  # EMBEDDING_LOOKUP(ids, table)
+            op.builtinOptionsType, op.builtinOptions = 0, None
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def quantize_shared_table(flat: bytes, bits: int) -> bytes:
+    """A float32 step model with its weights quantized to ``bits`` (4 or 8), channelwise,
+    by ai-edge-quantizer's dynamic recipe: ``FULLY_CONNECTED`` weights and the embedding
+    table (after :func:`_lookup_tables`) stored as integers, activations quantized on the
+    fly. A table shared by the embedding and a tied output layer stays one tensor.
+    """
+    try:
+        # lazy: an optional export dependency (pulls its own flatbuffer tools)
+        from ai_edge_quantizer import quantizer, recipe
+    except ImportError:
+        raise KerasSeqError(
+            "the int4 and dynamic_shared variants need ai-edge-quantizer, which is not "
+            "installed; run `pip install ai-edge-quantizer==0.10.0` (the version in "
+            "requirements.txt) or export the other variants") from None
+    if bits not in (4, 8):
+        raise KerasSeqError(f"received bits={bits}; the shared-table variants have 4 or 8")
+    chosen = recipe.dynamic_wi4_afp32() if bits == 4 else recipe.dynamic_wi8_afp32()
+    result = quantizer.Quantizer(_lookup_tables(flat), chosen).quantize(
+        enable_progress_bar=False, enable_progress_report=False)
+    return bytes(result.quantized_model)
 
 
 def _interpreter(model: bytes | str | Path):
@@ -324,7 +398,7 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
     Args:
         run_dir: a ``keras-seq train lm`` run directory (or pass ``model``, ``tokenizer``
             and ``config`` directly, e.g. in tests).
-        variants: a subset of :data:`VARIANTS`. Sequence graphs get float32 and dynamic
+        variants: a subset of :data:`ALL_VARIANTS`. Sequence graphs get float32 and dynamic
             only when more are asked (scoring models; the step models are the deployed ones).
         graphs: a subset of ``step``, ``step_fused``, ``sequence``, ``sequence_fused``
             (fused graphs are skipped for non-LSTM cells).
@@ -338,10 +412,10 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
     started = time.perf_counter()
     if model is None:
         config, tokenizer, model = load_run(run_dir)
-    unknown = set(variants) - set(VARIANTS)
+    unknown = set(variants) - set(ALL_VARIANTS)
     if unknown:
         raise KerasSeqError(f"unknown variant(s) {', '.join(sorted(unknown))}; expected some "
-                            f"of {', '.join(VARIANTS)}")
+                            f"of {', '.join(ALL_VARIANTS)}")
     bad = set(graphs) - set(DEFAULT_GRAPHS)
     if bad:
         raise KerasSeqError(f"unknown graph(s) {', '.join(sorted(bad))}; expected some of "
@@ -374,6 +448,9 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
             if graph.startswith("sequence"):
                 graph_variants = [v for v in variants if v in ("float32", "dynamic")] or \
                     ["float32"]
+            elif graph != "step":  # the shared-table variants are step models
+                graph_variants = [v for v in graph_variants
+                                  if v not in SHARED_TABLE_VARIANTS]
             if graph.endswith("_fused"):  # integer calibration of the fused op is fragile
                 graph_variants = [v for v in graph_variants if v in
                                   ("float32", "float16", "dynamic")] or ["float32"]
