@@ -255,3 +255,31 @@ def test_bench_web_measures_browser_and_native(browser, exported_steps, tmp_path
     assert shot.read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(KerasSeqError, match="no step model"):
         run_web_benchmark(exported_steps, steps=10, names=["step_nope"], browser=browser)
+
+
+def test_page_samplers_draw_from_pythons_distributions(browser, server):
+    """Each sampler of the page, 4,000 seeded draws on fixed logits: the frequencies are the
+    probabilities keras_seq.sampling gives (within 0.03), banned ids never come out."""
+    from keras_seq.sampling import make_sampler, without_ids
+
+    logits = [2.0, 1.5, 1.0, 0.2, -1.0, 3.0]
+    banned = [5]
+    page, _ = _open(browser, f"{server.url}index.html")
+    page.evaluate("window.kerasSeq.ready")
+    for name, options in (("greedy", {}), ("temperature", {"temperature": 0.7}),
+                          ("top-k", {"k": 2}), ("top-p", {"p": 0.8, "temperature": 1.3})):
+        draws = page.evaluate(
+            "async ([logits, options, banned]) => { const m = await import('./lm.js');"
+            " const random = m.seededRandom(7); const out = [];"
+            " for (let i = 0; i < 4000; i++) out.push(m.sampleToken(logits,"
+            " {...options, banned, random})); return out; }",
+            [logits, {"sampler": name, **options}, banned])
+        masked = without_ids(np.array(logits), banned)  # what the Python demo samples from
+        sampler = make_sampler(name, temperature=options.get("temperature", 1.0),
+                               top_k=options.get("k", 10), top_p=options.get("p", 0.9))
+        expected = (np.eye(len(logits))[int(np.argmax(masked))] if name == "greedy"
+                    else sampler.probabilities(masked))
+        freq = np.bincount(draws, minlength=len(logits)) / len(draws)
+        np.testing.assert_allclose(freq, expected, atol=0.03, err_msg=name)
+        assert freq[banned].sum() == 0
+    page.close()

@@ -68,6 +68,20 @@ export function seededRandom(seed) {
   };
 }
 
+// The ids of the k largest values, largest first (ties: the lower id first).
+export function topIds(values, k, accept = () => true) {
+  const best = [];
+  for (let id = 0; id < values.length; id++) {
+    if (!accept(id)) continue;
+    if (best.length === k && values[id] <= values[best[k - 1]]) continue;
+    let at = best.length;
+    while (at > 0 && values[best[at - 1]] < values[id]) at--;
+    best.splice(at, 0, id);
+    if (best.length > k) best.pop();
+  }
+  return best;
+}
+
 // The samplers of keras_seq/sampling.py: probabilities after temperature, then greedy,
 // top-k or top-p (nucleus); banned ids (<pad>, <unk>) never come out.
 export function sampleToken(logits, {sampler = "top-k", k = 10, p = 0.9, temperature = 1.0,
@@ -80,10 +94,14 @@ export function sampleToken(logits, {sampler = "top-k", k = 10, p = 0.9, tempera
     return best;
   }
   const probs = softmax(z);
-  const order = Array.from(probs.keys()).sort((a, b) => probs[b] - probs[a] || a - b);
-  let keep = order;
-  if (sampler === "top-k") keep = order.slice(0, Math.min(k, order.length));
+  let keep;
+  if (sampler === "top-k") {
+    keep = topIds(probs, k);
+  } else {
+    keep = Array.from(probs.keys()).sort((a, b) => probs[b] - probs[a] || a - b);
+  }
   if (sampler === "top-p") {
+    const order = keep;
     let total = 0, n = 0;
     while (n < order.length && total < p - 1e-9) total += probs[order[n++]];
     keep = order.slice(0, Math.max(n, 1));
@@ -289,16 +307,11 @@ export class StepLM {
   suggest(k = 3, prefix = "") {
     if (!this.logits) throw new ModelError("no context yet: feed a token first");
     const probs = softmax(this.logits);
-    const order = Array.from(probs.keys()).sort((a, b) => probs[b] - probs[a] || a - b);
     const skip = new Set(this.banned);
     const vocab = this.tokenizer.vocab;
-    const out = [];
-    for (const id of order) {
-      if (skip.has(id) || !vocab[id].startsWith(prefix)) continue;
-      out.push({token: vocab[id], id, prob: probs[id]});
-      if (out.length === k) break;
-    }
-    return out;
+    // Python's order: probability, ties to the lower id (a stable argsort).
+    const best = topIds(probs, k, (id) => !skip.has(id) && vocab[id].startsWith(prefix));
+    return best.map((id) => ({token: vocab[id], id, prob: probs[id]}));
   }
 
   // Sample `n` tokens from the current state; onToken(id, micros) as each arrives.
