@@ -106,3 +106,29 @@ def test_tflite_step_gives_keras_log_probs_and_top5(tmp_path):
     words = [w for w, _ in tflite.suggest(5)]
     keep = [i for i in np.argsort(-want) if i not in (tok.pad_id, tok.unk_id)][:5]
     assert words == [tok.vocab[i] for i in keep]
+
+
+@pytest.mark.slow  # ~25 s on the loaded 2-core machine; the loss paths' fast check is
+# tests/backends/test_adaptive_softmax.py::test_loss_equals_pytorch (dense and gather)
+def test_bench_softmax_trains_each_variant_on_the_same_steps(tmp_path, eager_tf_functions):
+    # lazy: the benchmark module imports the trainer's task
+    from keras_seq.benchmarks.softmax import format_table, run_softmax_bench
+
+    data = tmp_path / "zipf.txt"
+    data.write_text(_text(400))
+    result = run_softmax_bench(str(data), max_vocab=300, cutoffs=(20, 100),
+                               variants=("adaptive", "adaptive-gather"), steps=2, chunk=1,
+                               warmup=1, units=16, embed_dim=8, batch_size=4, bptt=5,
+                               eval_tokens=30, printer=lambda *a: None)
+    rows = {r["variant"]: r for r in result["rows"]}
+    assert result["steps"] == 3 and all(r["turns"] == 2 for r in rows.values())
+    # the two loss paths are one model computed two ways: the same weights after training
+    assert rows["adaptive"]["params"] == rows["adaptive-gather"]["params"]
+    assert rows["adaptive"]["train_loss_last_chunk"] == pytest.approx(
+        rows["adaptive-gather"]["train_loss_last_chunk"], rel=1e-4)
+    np.testing.assert_allclose(rows["adaptive"]["val_ppl"], rows["adaptive-gather"]["val_ppl"],
+                               rtol=1e-4)
+    assert 1 < rows["adaptive"]["val_ppl"] < 2 * result["vocab_size"]
+    assert rows["adaptive"]["speedup"] == 1.0
+    table = format_table(result)
+    assert table.count("\n| ") == 3 and "| adaptive-gather |" in table
