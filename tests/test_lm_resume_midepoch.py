@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 
 from keras_seq.atomic import KILL_AT_ENV
+from keras_seq.tasks.classify.config import ClassifyConfig
+from keras_seq.tasks.classify.task import train_classifier
 from keras_seq.tasks.lm.config import LMConfig
 from keras_seq.tasks.lm.evaluation import perplexity_interval
 from keras_seq.tasks.lm.task import TASK, stream_batches, train_lm
@@ -166,6 +168,25 @@ def test_perplexity_interval_is_the_ratio_estimator_over_windows():
     covered = [np.exp(true) >= perplexity_interval(-s, 4)["ppl_low"] and
                np.exp(true) <= perplexity_interval(-s, 4)["ppl_high"] for s in samples]
     assert 0.90 <= np.mean(covered) <= 0.99
+
+
+def test_classify_stops_mid_epoch_and_resumes_exactly(tmp_path, monkeypatch):
+    # The other task shapes take the same path (fit_kwargs' start_batch): one of them here.
+    rng = np.random.default_rng(0)
+    rows = ["text\tlabel"] + [f"{' '.join(rng.choice('a b c d good bad'.split(), 5))}\t"
+                              f"{'pos' if i % 2 else 'neg'}" for i in range(120)]
+    tsv = tmp_path / "reviews.tsv"
+    tsv.write_text("\n".join(rows) + "\n")
+    cfg = ClassifyConfig(data=f"tsv:{tsv}", units=8, embed_dim=8, batch_size=16, dropout=0.2,
+                         seed=3, epochs=2)  # 108 train rows: 7 batches an epoch
+    train_classifier(cfg, tmp_path / "straight", verbose=0)
+    monkeypatch.setenv(cb.BUDGET_BATCHES_ENV, "4")
+    stopped = train_classifier(cfg, tmp_path / "stopped", verbose=0)
+    assert (stopped["epochs_done"], stopped["batches_done"]) == (0, 4)
+    monkeypatch.delenv(cb.BUDGET_BATCHES_ENV)
+    train_classifier(cfg, tmp_path / "stopped", resume=True, verbose=0)
+    assert_same_weights(tmp_path / "straight", tmp_path / "stopped")
+    assert csv_rows(tmp_path / "stopped") == csv_rows(tmp_path / "straight")
 
 
 def _cli(run_dir, corpus_file, env, *extra):

@@ -106,6 +106,7 @@ class ClassifyTask(trainer.Task):
     name = "classify"
     config_cls = ClassifyConfig
     budget_check = "batch"
+    resumes_mid_epoch = True  # a budget stop commits the batch reached
 
     def prepare(self, config: ClassifyConfig, run_dir: Path, resume: bool,
                 printer) -> Prepared:
@@ -143,12 +144,12 @@ class ClassifyTask(trainer.Task):
                            len(prepared.data["labels"]))
 
     def fit_plan(self, config: ClassifyConfig, prepared: Prepared, initial_epoch: int,
-                 printer) -> FitPlan:
+                 printer, start_batch: int = 0) -> FitPlan:
         encoded = prepared.data["encoded"]
         train = example_batches(*encoded["train"], config.batch_size, seed=config.seed)
         val = (example_batches(*encoded["val"], config.batch_size, seed=None)
                if "val" in encoded else [])
-        kwargs = fit_kwargs(train, val, config.seed, initial_epoch)
+        kwargs = fit_kwargs(train, val, config.seed, initial_epoch, start_batch=start_batch)
         described = prepared.data["data"].describe()
         printer(f"{config.data}: {described['sizes']}, labels {described['labels']}; "
                 f"{len(train)} steps/epoch")

@@ -125,6 +125,7 @@ class ConditionedTask(trainer.Task):
     name = "conditioned"
     config_cls = ConditionedConfig
     budget_check = "batch"
+    resumes_mid_epoch = True  # a budget stop commits the batch reached
 
     def prepare(self, config: ConditionedConfig, run_dir: Path, resume: bool,
                 printer) -> Prepared:
@@ -151,13 +152,13 @@ class ConditionedTask(trainer.Task):
                            len(prepared.data["conditions"]))
 
     def fit_plan(self, config: ConditionedConfig, prepared: Prepared, initial_epoch: int,
-                 printer) -> FitPlan:
+                 printer, start_batch: int = 0) -> FitPlan:
         encoded = prepared.data["encoded"]
         train = conditioned_batches(encoded["train"], config.batch_size, seed=config.seed,
                                     max_len=config.max_len)
         val = conditioned_batches(encoded["val"], config.batch_size, seed=None,
                                   max_len=config.max_len) if encoded["val"] else []
-        kwargs = fit_kwargs(train, val, config.seed, initial_epoch)
+        kwargs = fit_kwargs(train, val, config.seed, initial_epoch, start_batch=start_batch)
         tokens = sum(float(w.sum()) for _, _, w in train)
         conditions = 1 if config.unconditioned else len(prepared.data["conditions"])
         printer(f"{config.data}: {conditions} condition(s), {len(encoded['train']):,} training "

@@ -107,6 +107,7 @@ class Seq2SeqTask(trainer.Task):
     name = "seq2seq"
     config_cls = Seq2SeqConfig
     budget_check = "batch"  # stateless batches: stopping mid-epoch loses nothing
+    resumes_mid_epoch = True  # a budget stop commits the batch reached
     distributable = True  # --strategy mirrored|multi-worker: each replica a share of a batch
 
     def prepare(self, config: Seq2SeqConfig, run_dir: Path, resume: bool,
@@ -140,7 +141,7 @@ class Seq2SeqTask(trainer.Task):
                            prepared.data["tgt_tok"].vocab_size)
 
     def fit_plan(self, config: Seq2SeqConfig, prepared: Prepared, initial_epoch: int,
-                 printer) -> FitPlan:
+                 printer, start_batch: int = 0) -> FitPlan:
         train, val = prepared.data["train"], prepared.data["val"]
         bos, eos = Seq2Seq.special_ids(prepared.data["tgt_tok"].vocab_size)
         train_batches = make_batches(train, config.batch_size, bos, eos, seed=config.seed)
@@ -149,7 +150,7 @@ class Seq2SeqTask(trainer.Task):
         printer(f"{config.attention} seq2seq: {len(train):,} training pairs, {steps} "
                 "steps/epoch")
         kwargs = fit_kwargs(train_batches, val_batches, config.seed, initial_epoch, steps,
-                            strategy=prepared.data.get("strategy"))
+                            strategy=prepared.data.get("strategy"), start_batch=start_batch)
         return FitPlan(kwargs, steps, items_per_step=config.batch_size, unit="pairs")
 
     def describe_model(self, model) -> str:

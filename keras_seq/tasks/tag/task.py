@@ -93,6 +93,7 @@ class TagTask(trainer.Task):
     name = "tag"
     config_cls = TagConfig
     budget_check = "batch"
+    resumes_mid_epoch = True  # a budget stop commits the batch reached
 
     def prepare(self, config: TagConfig, run_dir: Path, resume: bool, printer) -> Prepared:
         data = task_data(config)
@@ -123,12 +124,12 @@ class TagTask(trainer.Task):
                            len(prepared.data["tags"]))
 
     def fit_plan(self, config: TagConfig, prepared: Prepared, initial_epoch: int,
-                 printer) -> FitPlan:
+                 printer, start_batch: int = 0) -> FitPlan:
         encoded = prepared.data["encoded"]
         train = example_batches(*encoded["train"], config.batch_size, seed=config.seed)
         val = (example_batches(*encoded["val"], config.batch_size, seed=None)
                if "val" in encoded else [])
-        kwargs = fit_kwargs(train, val, config.seed, initial_epoch)
+        kwargs = fit_kwargs(train, val, config.seed, initial_epoch, start_batch=start_batch)
         words = sum(len(x) for x in encoded["train"][0])
         printer(f"{config.data}: {len(encoded['train'][0]):,} training sentences "
                 f"({words:,} words), {len(prepared.data['tags'])} tags "
