@@ -15,6 +15,7 @@ from keras_seq.benchmarks.streaming import (
     format_report,
     score_rows,
     streamed_models,
+    weight_bytes_per_token,
 )
 from keras_seq.cli import main
 
@@ -196,3 +197,61 @@ def test_quantizing_prints_no_tf_lite_interpreter_deprecation(tmp_path_factory, 
         export_tflite(run, tmp_path / "q", variants=("int8",), graphs=("step",),
                       check_parity=False, printer=lambda *a: None)
     assert not [w for w in caught if "tf.lite.Interpreter is deprecated" in str(w.message)]
+
+
+# ----------------------------------------------------------------------------------------
+# The keyboard's job, bytes per token, the fast suggestion
+
+
+def test_keyboard_rows_never_count_as_the_quantized_model_or_the_baseline():
+    rows = _rows(("tflite step_int8", 1, 200.0, 0.3))
+    rows.insert(0, _row("tflite step_float32 +top3", 1, np.full(20, 900.0), 4096, 0.0,
+                        "step+top3"))
+    rows.append(_row("tflite step_int8 +top3", 1, np.full(20, 10.0), 4096, 0.3, "step+top3"))
+    verdict = score_rows(rows)
+    assert (verdict["best"], verdict["speedup"]) == ("tflite step_int8", 1.5)
+    assert rows[0]["speedup_vs_tflite_fp32"] == pytest.approx(300.0 / 900.0)
+
+
+def test_weight_bytes_per_token_counts_what_a_step_reads(tmp_path_factory):
+    out, manifest = exported(tmp_path_factory)  # the tiny run: vocab V, embed 8, 12 units
+    lm_meta = manifest["model"]
+    V, E, U = lm_meta["vocab_size"], lm_meta["embed_dim"], lm_meta["units"]
+    # input and recurrent kernels, their bias, the output layer and its bias, one row
+    float32 = 4 * (4 * U * E + 4 * U * U + 4 * U + V * U + V + E)
+    assert weight_bytes_per_token(out / "step_float32.tflite") == float32
+    # float16 weights are read as the float32 the interpreter dequantizes them to
+    assert weight_bytes_per_token(out / "step_float16.tflite") == float32
+    # (quantized weights: test_export_tflite's shared-table test, at 4 and 8 bits)
+
+
+class _Tok:
+    pad_id, unk_id = 0, 1
+
+    def __init__(self, n):
+        self.vocab = [f"w{i}" for i in range(n)]
+
+
+def _full_sort_suggest(logits, k, skip):  # what suggest did before: sort the softmax
+    z = logits.astype(np.float64) - logits.max()
+    probs = np.exp(z) / np.exp(z).sum()
+    order = [int(i) for i in np.argsort(-probs, kind="stable") if int(i) not in skip]
+    return [(f"w{i}", float(probs[i])) for i in order[:k]]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_fast_suggestion_equals_sorting_the_whole_softmax(seed):
+    from keras_seq.runtime.litert import LiteRTLM
+
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(0, 3, 500).astype(np.float32)
+    logits[rng.integers(0, 500, 40)] = logits.max()  # ties at the top: the lower id first
+    logits[[0, 1]] = logits.max() + seed  # <pad>, <unk> among the largest (not for seed 0)
+    lm = LiteRTLM.__new__(LiteRTLM)
+    lm.tokenizer, lm.logits = _Tok(500), logits.copy()
+    for k in (1, 3, 10):
+        got = lm.suggest(k)
+        want = _full_sort_suggest(logits, k, {0, 1})
+        assert [w for w, _ in got] == [w for w, _ in want]
+        np.testing.assert_allclose([p for _, p in got], [p for _, p in want], rtol=1e-5)
+    np.testing.assert_array_equal(lm.logits, logits)  # the logits are left as they were

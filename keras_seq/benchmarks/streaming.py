@@ -12,9 +12,14 @@ Runtimes (batch 1, one token per call, the state carried between calls):
 Each runtime streams ``warmup`` untimed tokens, then ``tokens`` timed ones (validation
 text, cycled); the per-token latency is the wall time of one call including the Python
 overhead of feeding it (what an app would see). Reported: p50/p95/p99 µs, tokens/s, model
-size (TFLite file; SavedModel folder; float32 weights for Keras) and the validation
+size (TFLite file; SavedModel folder; float32 weights for Keras), the validation
 perplexity change vs float Keras (TFLite: measured through that model at export; the TF
-runtimes run the float graph itself, so 0).
+runtimes run the float graph itself, so 0) and, for TFLite, the weight bytes one step
+reads (:func:`weight_bytes_per_token`: how far a model is from the memory-bandwidth bound).
+
+``job``: ``step`` (the next-token distribution) or ``step+top<k>`` (the keyboard's job: the
+step and then its top-``k`` suggestions, for the models named in ``keyboard`` and for
+``extra_steppers`` that do the same, e.g. an n-gram's ``step`` + ``suggest``).
 
 Use ``keras-seq bench streaming --run-dir R`` or :func:`run_streaming_benchmark`.
 """
@@ -90,7 +95,41 @@ def interleaved_streams(steppers: dict, stream: np.ndarray, warmup: int,
     return timed
 
 
-def _row(name: str, threads, micros, size: int, ppl_delta) -> dict:
+def weight_bytes_per_token(path) -> int:
+    """Bytes of weights one step of a TFLite model reads: every ``FULLY_CONNECTED``'s
+    weights and bias as stored (int4 packed two to a byte; a weight the interpreter
+    dequantizes when it prepares the model, e.g. float16, as the float32 it then reads),
+    plus one row of each embedding table (``GATHER`` / ``EMBEDDING_LOOKUP``). ``path``: a
+    ``.tflite`` file or its bytes."""
+    # lazy: LiteRT's flatbuffer tools, only when this runs
+    from ai_edge_litert import schema_py_generated as schema
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    data = path if isinstance(path, (bytes, bytearray)) else Path(path).read_bytes()
+    model = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
+    ops = schema.BuiltinOperator
+    codes = [flatbuffer_utils.get_builtin_code_from_operator_code(c)
+             for c in model.operatorCodes]
+    total = 0
+    for subgraph in model.subgraphs:
+        tensors = subgraph.tensors
+
+        def stored(index, tensors=tensors):  # bytes as read (4 per dequantized element)
+            data = model.buffers[tensors[index].buffer].data
+            return len(data) if data is not None else 4 * int(np.prod(tensors[index].shape))
+
+        for op in subgraph.operators:
+            code = codes[op.opcodeIndex]
+            if code == ops.FULLY_CONNECTED:
+                total += sum(stored(int(i)) for i in list(op.inputs)[1:] if i >= 0)
+            elif code in (ops.GATHER, ops.EMBEDDING_LOOKUP):
+                table = int(op.inputs[0] if code == ops.GATHER else op.inputs[1])
+                total += stored(table) // max(int(tensors[table].shape[0]), 1)
+    return total
+
+
+def _row(name: str, threads, micros, size: int, ppl_delta, job: str = "step",
+         bytes_per_token: int | None = None) -> dict:
     """One table row. ``micros``: one array of µs per token, or one per round (then the
     row also gives each round's p50, ``p50_rounds_us``, for the spread)."""
     per_round = list(micros) if isinstance(micros, (list, tuple)) else [micros]
@@ -100,7 +139,8 @@ def _row(name: str, threads, micros, size: int, ppl_delta) -> dict:
            "p95_us": float(np.percentile(pooled, 95)),
            "p99_us": float(np.percentile(pooled, 99)),
            "tokens_per_s": float(len(pooled) / (pooled.sum() / 1e6)),
-           "size_kib": size / 1024, "ppl_delta_pct": ppl_delta}
+           "size_kib": size / 1024, "ppl_delta_pct": ppl_delta, "job": job,
+           "weight_kib_per_token": None if bytes_per_token is None else bytes_per_token / 1024}
     if len(per_round) > 1:
         row["p50_rounds_us"] = [float(np.percentile(m, 50)) for m in per_round]
     return row
@@ -109,7 +149,8 @@ def _row(name: str, threads, micros, size: int, ppl_delta) -> dict:
 def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
                             threads=(1, 2), export_dir=None, saved_model_dir=None,
                             variants=None, progress=None, skip=(), rounds: int = 3,
-                            extra_steppers: dict | None = None) -> dict:
+                            extra_steppers: dict | None = None, keyboard=(),
+                            keyboard_k: int = 3) -> dict:
     """Benchmark every runtime on the run in ``run_dir``; returns the report dict.
 
     ``export_dir`` / ``saved_model_dir``: reuse exports (a ``keras-seq export tflite`` folder
@@ -118,7 +159,10 @@ def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
     ``rounds``: the TFLite models run ``rounds`` times each, alternated (see
     :func:`interleaved_streams`); rows give each round's p50 and the speed-up's spread.
     ``extra_steppers``: ``{name: ((reset, step), size_bytes, ids)}``, other one-thread
-    runtimes alternated with the TFLite models on their own ``ids`` (the pipeline's n-gram).
+    runtimes alternated with the TFLite models on their own ``ids`` (the pipeline's n-gram);
+    a name ending in ``+top<k>`` is a ``step+top<k>`` job.
+    ``keyboard``: TFLite model names also timed doing the keyboard's job on one thread:
+    the step, then :meth:`~keras_seq.runtime.litert.LiteRTLM.suggest` (``keyboard_k``).
     """
     # lazy: loads TensorFlow, Keras only when this runs
     import tensorflow as tf
@@ -192,11 +236,16 @@ def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
                 f" × {rounds} rounds of {n} tokens ({th} thread{'s' if th > 1 else ''}), "
                 "alternated …")
             steppers, streams = {}, {}
+            job = f"step+top{keyboard_k}"
             for entry in entries:
                 lm = LiteRTLM(Path(export_dir) / entry["file"], tokenizer=tokenizer,
                               num_threads=th)
                 steppers[entry["name"]] = (lm.reset, lm.step)
                 streams[entry["name"]] = stream
+                if th == 1 and entry["name"] in keyboard:
+                    steppers[f"{entry['name']} +top{keyboard_k}"] = (
+                        lm.reset, lambda t, lm=lm: (lm.step(t), lm.suggest(keyboard_k)))
+                    streams[f"{entry['name']} +top{keyboard_k}"] = stream
             if th == 1:  # the others (an n-gram) run on one thread
                 for name, (pair, _, ids_other) in extra.items():
                     steppers[name] = pair
@@ -204,11 +253,17 @@ def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
             timed = interleaved_streams(steppers, streams, warmup, rounds)
             for entry in entries:
                 delta = (entry.get("parity") or {}).get("ppl_delta_pct")
-                rows.append(_row(f"tflite {entry['name']}", th, timed[entry["name"]],
-                                 entry["size_bytes"], delta))
+                per_token = weight_bytes_per_token(Path(export_dir) / entry["file"])
+                names = [(entry["name"], "step")]
+                if th == 1 and entry["name"] in keyboard:
+                    names.append((f"{entry['name']} +top{keyboard_k}", job))
+                for name, kind in names:
+                    rows.append(_row(f"tflite {name}", th, timed[name], entry["size_bytes"],
+                                     delta, kind, per_token))
             if th == 1:
                 for name, (_, size, _) in extra.items():
-                    rows.append(_row(name, 1, timed[name], size, None))
+                    kind = "step+" + name.rsplit("+", 1)[1] if " +top" in name else "step"
+                    rows.append(_row(name, 1, timed[name], size, None, kind))
     finally:
         tmp.cleanup()
 
@@ -231,8 +286,8 @@ def streamed_models(manifest: dict) -> list[dict]:
 def score_rows(rows: list[dict]) -> dict:
     """Set every row's ``speedup_vs_tflite_fp32`` (the 1-thread ``tflite step_float32``
     p50 over the row's p50; ``None`` without that baseline) and return the verdict."""
-    base = next((r for r in rows if r["runtime"] == "tflite step_float32" and r["threads"] == 1),
-                None)
+    base = next((r for r in rows if r["runtime"] == "tflite step_float32" and r["threads"] == 1
+                 and r.get("job", "step") == "step"), None)
     for r in rows:
         r["speedup_vs_tflite_fp32"] = base["p50_us"] / r["p50_us"] if base else None
         ours, theirs = r.get("p50_rounds_us"), (base or {}).get("p50_rounds_us")
@@ -245,7 +300,8 @@ def score_rows(rows: list[dict]) -> dict:
 def _verdict(rows, base) -> dict:
     """Did the best quantized TFLite step model reach ≥3× fp32 speed within +1.5% PPL?"""
     quantized = [r for r in rows if r["runtime"].startswith("tflite step")
-                 and not r["runtime"].endswith(("float32",)) and r["threads"] == 1]
+                 and not r["runtime"].endswith(("float32",)) and r["threads"] == 1
+                 and r.get("job", "step") == "step"]
     ok = [r for r in quantized if r["ppl_delta_pct"] is not None
           and r["ppl_delta_pct"] <= PPL_TOLERANCE_PCT]
     if not base or not ok:
@@ -259,8 +315,9 @@ def _verdict(rows, base) -> dict:
             "ppl_tolerance_pct": PPL_TOLERANCE_PCT}
 
 
-COLUMNS = ["runtime", "threads", "p50_us", "p50_rounds", "p95_us", "p99_us", "tokens_per_s",
-           "size_kib", "ppl_delta_pct", "speedup_vs_tflite_fp32"]
+COLUMNS = ["runtime", "job", "threads", "p50_us", "p50_rounds", "p95_us", "p99_us",
+           "tokens_per_s", "size_kib", "weight_kib_per_token", "ppl_delta_pct",
+           "speedup_vs_tflite_fp32"]
 
 
 def format_report(report: dict) -> str:
