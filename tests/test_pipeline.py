@@ -7,9 +7,11 @@ import pytest
 from test_export_common import corpus_text
 
 from keras_seq import pipeline
-from keras_seq.pipeline import run_pipeline
+from keras_seq.pipeline import choose_shipped_model, run_pipeline, summary_checks
 
-TINY_LSTM = dict(embed_dim=12, units=12, batch_size=4, bptt=6, max_steps_per_epoch=5, epochs=1)
+# the pipeline's recipe (a tied CIFG-LSTMP) at tiny sizes: embed = projection
+TINY_LSTM = dict(embed_dim=12, units=16, proj_units=12, batch_size=4, bptt=6,
+                 max_steps_per_epoch=5, epochs=1)
 
 
 def _check_pipeline(out, summary, said, variants):
@@ -37,7 +39,14 @@ def _check_pipeline(out, summary, said, variants):
     models = [row["model"] for row in summary["table"]]
     assert models[:2] == [f"ngram KN{order} arpa [hash]", f"ngram KN{order} compact-q8 [trie]"]
     assert all(row["p50_us"] > 0 and row["size_kib"] > 0 for row in summary["table"])
-    assert [c["met"] for c in summary["checks"]][-1] is True  # no <pad>/<unk> generated
+    checks = summary["checks"]
+    assert [c["target"][:3] for c in checks] == ["(a)", "(b)", "(c)", "(d)", "(e)"]
+    assert checks[-1]["met"] is True  # no <pad>/<unk> generated
+    # (c) was measured: the shipped model and the compact n-gram both did step + top-3
+    jobs = {(r["model"], r["job"]) for r in summary["table"]}
+    assert (f"tflite {summary['demo_model']['name']}", "step+top3") in jobs
+    assert (f"ngram KN{order} compact-q8 [trie]", "step+top3") in jobs
+    assert "nan" not in checks[2]["measured"], checks[2]
     assert "On-device candidates" in text and "◀ demo" in text
     gen = summary["demo_model"]["generation_check"]
     assert gen["special_tokens"] == gen["special_suggestions"] == 0 and gen["tokens"] > 0
@@ -92,3 +101,62 @@ def test_pipeline_end_to_end(tmp_path):
                            printer=said.append, variants=("float32", "dynamic"),
                            lstm_overrides=TINY_LSTM)
     _check_pipeline(tmp_path / "out", summary, said, ("float32", "dynamic"))
+
+
+def _manifest(*models):
+    return {"models": [{"name": n, "graph": "step", "size_bytes": size,
+                        "parity": {"val_ppl": ppl}} for n, size, ppl in models]}
+
+
+def test_the_shipped_model_is_the_smallest_within_the_perplexity_target():
+    m = _manifest(("step_float32", 5_000_000, 72.6), ("step_dynamic", 2_200_000, 72.6),
+                  ("step_dynamic_shared", 1_400_000, 72.7), ("step_int4", 780_000, 73.3))
+    assert choose_shipped_model(m, 91.12)[0]["name"] == "step_int4"  # 73.3 ≤ 77.45
+    assert choose_shipped_model(m, 85.6)[0]["name"] == "step_dynamic_shared"  # limit 72.76
+    entry, why = choose_shipped_model(m, 80.0)  # limit 68: nobody; the lowest PPL ships
+    assert entry["name"] in ("step_float32", "step_dynamic") and "no step model" in why
+    failed = {"models": [{"name": "step_int4", "graph": "step", "error": "boom"}]}
+    assert choose_shipped_model(failed, 91.0)[0] is None
+
+
+def _row(runtime, p50, rounds, job="step"):
+    return {"runtime": runtime, "threads": 1, "p50_us": p50, "p50_rounds_us": rounds,
+            "job": job}
+
+
+def _summary(name="step_int4", bad=0, size=780_000, ppl=73.3):
+    summary = {"ngram": {"order": 5, "val": {"ppl": 91.12}}, "comparable": True,
+               "demo_model": {"name": name, "generation_check": {
+                   "tokens": 300, "special_tokens": bad, "special_suggestions": 0}}}
+    manifest = _manifest(("step_float32", 5_000_000, 72.6), (name, size, ppl))
+    compact = "ngram KN5 compact-q8 [trie]"
+    report = {"rows": [_row(compact, 8.0, [8.0, 8.1]), _row(f"{compact} +top3", 40.0,
+                                                             [40.0, 41.0], "step+top3"),
+                       _row("tflite step_float32", 150.0, [150.0, 140.0]),
+                       _row(f"tflite {name}", 50.0, [50.0, 56.0]),
+                       _row(f"tflite {name} +top3", 70.0, [70.0, 80.0], "step+top3")]}
+    return summary, manifest, report
+
+
+def test_the_targets_are_ratios_measured_in_the_run():
+    checks = summary_checks(*_summary())
+    assert [c["met"] for c in checks] == [True] * 5, checks
+    assert checks[0]["measured"] == "step_int4 73.30 vs KN5 91.12 = 0.804×"
+    # (c): the keyboard's job on both sides, 70 / 40 µs; the step alone is reported too
+    assert checks[2]["measured"] == ("70.0 vs 40.0 µs = 1.75× (rounds 1.75–1.95×); "
+                                     "step alone 6.2×")
+    assert checks[3]["measured"] == "float32 / step_int4 = 3.00× (rounds 2.50–3.00×)"
+
+
+def test_each_target_can_be_missed():
+    summary, manifest, report = _summary()
+    report["rows"][4]["p50_us"] = 201.0  # (c) > 5 × 40 µs
+    report["rows"][3]["p50_us"] = 151.0  # (d) slower than float32
+    met = [c["met"] for c in summary_checks(summary, manifest, report)]
+    assert met == [True, True, False, False, True]
+    met = [c["met"] for c in summary_checks(*_summary(bad=1, size=1_500_001, ppl=77.5))]
+    assert met == [False, False, True, True, False]
+    summary, manifest, report = _summary()
+    summary["comparable"] = False  # (a) needs the same tokens
+    assert not summary_checks(summary, manifest, report)[0]["met"]
+    assert not summary_checks(*_summary(name="step_float32"))[3]["met"]
