@@ -21,10 +21,10 @@ def register(subparsers) -> None:
                    help="timed tokens per runtime and round in the on-device benchmark")
     p.add_argument("--rounds", type=int, default=3,
                    help="benchmark rounds, the models alternated in each (default 3)")
-    g = p.add_argument_group("the neural model (default: a tied 1×384 LSTM)")
+    g = p.add_argument_group("the neural model (default: a tied CIFG-LSTMP, 512 units → 128)")
     g.add_argument("--cell", choices=("lstm", "lstmp", "gru", "rnn"), default=None,
                    help="lstmp: the on-device LSTM with a recurrent projection (--proj-units)")
-    g.add_argument("--units", type=int, default=None, help="recurrent units (default: 384)")
+    g.add_argument("--units", type=int, default=None, help="recurrent units (default: 512)")
     g.add_argument("--proj-units", type=int, default=None,
                    help="lstmp: projection size; the embedding is tied to it")
     g.add_argument("--cifg", action="store_true", default=None,
@@ -44,10 +44,12 @@ def run_pipeline(args) -> int:
     overrides = {k: v for k, v in (("cell", args.cell), ("units", args.units),
                                    ("proj_units", args.proj_units), ("cifg", args.cifg))
                  if v is not None}
+    if overrides.get("cell", "lstmp") != "lstmp":  # the default's projection and CIFG
+        overrides.setdefault("proj_units", None)  # belong to its lstmp cell
+        overrides.setdefault("cifg", False)
     if "units" in overrides or "proj_units" in overrides:  # tied: embedding = output size
-        overrides["embed_dim"] = overrides.get("proj_units") or overrides.get("units")
-        if args.cell == "lstmp" and "units" not in overrides:
-            raise ValueError("--cell lstmp needs --units and --proj-units")
+        overrides["embed_dim"] = (overrides.get("proj_units") or overrides.get("units")
+                                  or 512)
     run_pipeline(args.data, args.out, minutes=args.minutes, bench_tokens=args.tokens,
                  data_dir=args.data_dir, split_ratio=args.split_ratio, rounds=args.rounds,
                  lstm_overrides=overrides)
