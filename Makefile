@@ -54,6 +54,7 @@ demo: $(STAMP) $(WEB_STAMP)
 	printf 'my lord\nthe king is\n/gen 30\n' | \
 	    $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite --lines
 	@echo "Try it yourself: $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite"
+	@echo "In a browser:    $(BIN)/keras-seq demo --web --site $(DEMO_OUT)/web"
 
 # The GPU check in one command, inside 8 minutes (run it on a machine with an NVIDIA GPU,
 # e.g. through the workplace's device tool with .whl carried): environment, whether the cuDNN

@@ -38,6 +38,7 @@ import numpy as np
 
 from keras_seq.benchmarks.streaming import format_report, plot_report, run_streaming_benchmark
 from keras_seq.errors import KerasSeqError
+from keras_seq.export.web import export_web, step_models
 from keras_seq.metrics import NotComparableError, check_comparable
 from keras_seq.ngram.arpa import write_arpa
 from keras_seq.ngram.compact import NgramStream, read_compact, write_compact
@@ -188,6 +189,23 @@ def choose_shipped_model(manifest: dict, ngram_ppl: float, cut: float = PPL_CUT)
                   f"n-gram's {ngram_ppl:.2f}); shipping the lowest-PPL one")
 
 
+def _web_site(out: Path, chosen: dict, printer) -> dict:
+    """The browser demo: every step model on one page (``out/web``), opening with the shipped
+    one. Without LiteRT.js installed (``make web-deps``) the site is skipped, saying why."""
+    try:
+        models = step_models(out / "tflite")
+        default = Path(chosen["file"]).stem
+        site = export_web(models, out / "web",
+                          default=default if default in {m.stem for m in models} else None)
+    except KerasSeqError as err:
+        printer(f"  browser site skipped: {err}")
+        return {"site": None, "skipped": str(err)}
+    printer(f"  browser site: {out / 'web'} ({len(site['models'])} step models, opens with "
+            f"{site['default']})")
+    return {"site": str(out / "web"), "models": [m["name"] for m in site["models"]],
+            "default": site["default"]}
+
+
 def _generation_check(model_path, tokens: int = GENERATION_CHECK_TOKENS) -> dict:
     """Sample ``tokens`` with the demo model, asking for its top-5 suggestions before each
     one; count any ``<pad>``/``<unk>`` among the samples and the suggestions."""
@@ -305,6 +323,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float = 10.
     printer(f"  generation check: {generation['tokens']} sampled tokens and 5 suggestions "
             f"before each: {generation['special_tokens'] + generation['special_suggestions']}"
             f" <pad>/<unk>; {generation['line_breaks']} <eos> shown as line breaks")
+    web = _web_site(out, chosen, printer)
 
     # 6. summary
     stage("6/6 summary")
@@ -323,6 +342,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float = 10.
         "demo_model": {"name": chosen["name"], "path": str(demo_dir / "model.tflite"),
                        "reason": reason, "generation_check": generation},
         "streaming_verdict": report["verdict"],
+        "web": web,
     }
     summary["table"] = summary_rows(summary, manifest, report)
     summary["checks"] = summary_checks(summary, manifest, report)
@@ -330,6 +350,8 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float = 10.
     printer(format_summary(summary))
     printer(f"\npipeline done in {wall / 60:.1f} min → {out / 'pipeline.json'}")
     printer(f"  try it: keras-seq demo --model {demo_dir / 'model.tflite'}")
+    if web.get("site"):
+        printer(f"  in a browser: keras-seq demo --web --site {web['site']}")
     return summary
 
 

@@ -90,6 +90,10 @@ def test_pipeline_tiny(tmp_path, monkeypatch):
     manifest = json.loads((tmp_path / "out" / "tflite" / "manifest.json").read_text())
     assert [(m["graph"], m["variant"]) for m in manifest["models"]] == [("step", "float32")]
     assert "error" not in manifest["models"][0]
+    # The browser site (LiteRT.js from `make web-deps`), opening with the shipped model.
+    site = json.loads((tmp_path / "out" / "web" / "site.json").read_text())
+    assert summary["web"]["default"] == site["default"] == "step_float32"
+    assert any("demo --web --site" in line for line in said)
 
 
 @pytest.mark.slow  # every graph and two variants; the fast version above runs every stage
