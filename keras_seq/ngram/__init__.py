@@ -5,6 +5,7 @@ Never imports TensorFlow. One job per module:
 * :mod:`~keras_seq.ngram.counts` — vocabulary, token streams, vectorised counting;
 * :mod:`~keras_seq.ngram.estimators` — MLE and add-k (:class:`CountModel`);
 * :mod:`~keras_seq.ngram.kneser_ney` — interpolated modified Kneser-Ney as ``lmplz``;
+* :mod:`~keras_seq.ngram.external` — the same in bounded memory (sorted runs on disk, merged);
 * :mod:`~keras_seq.ngram.backoff` — the backoff (ARPA) model: scoring, top-k, sampling;
 * :mod:`~keras_seq.ngram.arpa` — ARPA read/write;
 * :mod:`~keras_seq.ngram.scorer` — cross-entropy and perplexity;
@@ -24,6 +25,7 @@ from keras_seq.ngram.arpa import read_arpa, write_arpa
 from keras_seq.ngram.backoff import BackoffModel
 from keras_seq.ngram.counts import NgramCounts, TokenStream, Vocabulary
 from keras_seq.ngram.estimators import CountModel
+from keras_seq.ngram.external import train_kn_bounded
 from keras_seq.ngram.kneser_ney import kneser_ney, train_kneser_ney
 from keras_seq.ngram.scorer import evaluate
 
@@ -36,6 +38,7 @@ __all__ = [
     "evaluate",
     "kneser_ney",
     "read_arpa",
+    "train_kn_bounded",
     "train_kneser_ney",
     "write_arpa",
 ]
