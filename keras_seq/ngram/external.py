@@ -23,7 +23,7 @@ temporary directory (removed afterwards, also on an error or Ctrl-C):
 5. **ARPA**, order by order, streaming the word columns, probabilities and backoffs.
 
 The random-access steps (continuation counts, the lower-order gather) hold one slice of
-the order n-1 table at a time: a slice of ``memory_bytes / 4``, so with a table larger
+the order n-1 table at a time: a slice of ``memory_bytes / 8``, so with a table larger
 than that they take several passes over the stream instead of more RAM. The memory bound
 is approximate: blocks never go below a few thousand rows, and the largest context's
 fan-out (e.g. all words seen after ``<s>``) is held at once.
@@ -352,7 +352,8 @@ def _bincount_parts(index_path, n_bins, part_rows, block_rows):
         for aux in _blocks(index_path, np.int64, block_rows):
             s = aux >> 1
             s = s[(s >= lo) & (s < hi)] - lo
-            acc += np.bincount(s, minlength=hi - lo)
+            ids, n = np.unique(s, return_counts=True)  # not bincount: no slice-sized temporary
+            acc[ids] += n
         yield lo, hi, acc
 
 
@@ -454,7 +455,7 @@ def _train(d, chunks, vocab, N, memory, out, fallback, metadata, progress):
     # Sizes measured: a counting block holds ~150 bytes of temporaries per token, so blocks
     # of memory/512 tokens keep the peak near memory/3 (plus ~100 MB for Python and numpy).
     rows = max(MIN_ROWS, memory // 512)
-    part_rows = max(MIN_ROWS, memory // 4 // 8)  # one float64 slice of a table: memory/4
+    part_rows = max(MIN_ROWS, memory // 8 // 8)  # one 8-byte slice of a table: memory/8
     block_rows = max(MIN_ROWS, memory // 512)
 
     # 2. counting: keys/counts/aux files per order (order 1 is dense, in RAM)
