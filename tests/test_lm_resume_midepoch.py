@@ -140,7 +140,7 @@ def test_steps_per_epoch_and_max_steps_per_epoch_exclude_each_other(corpus_file)
     assert not config(corpus_file, max_steps_per_epoch=None, steps_per_epoch=4).problems()
 
 
-def test_eval_tokens_validates_on_a_sample_with_an_interval(corpus_file, tmp_path):
+def test_eval_tokens_validates_on_a_sample_with_an_interval(corpus_file, tmp_path, monkeypatch):
     run = tmp_path / "sampled"
     result = train_lm(config(corpus_file, eval_tokens=30, epochs=1), run, verbose=0)
     header, row = csv_rows(run)
@@ -148,6 +148,13 @@ def test_eval_tokens_validates_on_a_sample_with_an_interval(corpus_file, tmp_pat
     assert values["val_ppl_low"] < values["val_perplexity"] < values["val_ppl_high"]
     assert np.isclose(np.log(values["val_perplexity"]), values["val_loss"])
     assert result["val"]["tokens"] > 30  # the whole split when training ends
+    stopped = tmp_path / "stopped"
+    monkeypatch.setenv(cb.BUDGET_BATCHES_ENV, "3")  # a budget stop mid-epoch leaves the
+    result = train_lm(config(corpus_file, eval_tokens=30, epochs=1), stopped, verbose=0)
+    monkeypatch.delenv(cb.BUDGET_BATCHES_ENV)  # whole splits for the end (a bounded stop)
+    assert "val" not in result and "evaluated when training ends" in result["evaluation"]
+    assert "val" in train_lm(config(corpus_file, eval_tokens=30, epochs=1), stopped,
+                             resume=True, verbose=0)
 
 
 def test_perplexity_interval_is_the_ratio_estimator_over_windows():
@@ -214,3 +221,35 @@ def test_sigkill_during_the_mid_epoch_commit_resumes_exactly(corpus_file, straig
     assert_same_weights(straight, run)
     assert not [p for p in run.rglob(".*") if ".tmp" in p.name]
 
+
+
+JAX_SCRIPT = """
+import os, sys
+from pathlib import Path
+import numpy as np
+sys.path.insert(0, {tests!r})
+import test_lm_resume_midepoch as t
+from keras_seq.tasks.lm.task import train_lm
+root, corpus = Path(sys.argv[1]), sys.argv[2]
+train_lm(t.config(corpus), root / "straight", verbose=0)
+os.environ[t.cb.BUDGET_BATCHES_ENV] = "11"
+stopped = train_lm(t.config(corpus), root / "stopped", verbose=0)
+assert (stopped["epochs_done"], stopped["batches_done"]) == (1, 3), stopped
+del os.environ[t.cb.BUDGET_BATCHES_ENV]
+assert train_lm(t.config(corpus), root / "stopped", resume=True, verbose=0)["backend"] == "jax"
+t.assert_same_weights(root / "straight", root / "stopped")
+assert t.csv_rows(root / "straight") == t.csv_rows(root / "stopped")
+print("EXACT")
+"""
+
+
+@pytest.mark.slow
+def test_jax_budget_stop_mid_epoch_resumes_exactly(corpus_file, tmp_path):
+    pytest.importorskip("jax")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "CUDA_VISIBLE_DEVICES": "",
+           "JAX_PLATFORMS": "cpu"}
+    env.pop(cb.BUDGET_BATCHES_ENV, None)
+    script = JAX_SCRIPT.format(tests=os.path.dirname(__file__))
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path), corpus_file], env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and "EXACT" in done.stdout, done.stderr[-3000:]

@@ -456,6 +456,7 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
                "recurrent_paths": _recurrent_paths(model), "diagnostics": report}
     if plan.items_per_step and steps_run:
         results[f"{plan.unit}_per_sec"] = steps_run * plan.items_per_step / max(seconds, 1e-9)
+    prepared.data["stopped_mid_epoch"] = budget.stopped_at is not None
     results.update(task.results(config, prepared, run_dir, model))
     atomic.write_json_atomic(run_dir / runs.METRICS, results)
     return results

@@ -352,6 +352,10 @@ class LMTask(trainer.Task):
     def results(self, config: LMConfig, prepared: Prepared, run_dir: Path, model) -> dict:
         tokenizer, corpus = prepared.data["tokenizer"], prepared.data["corpus"]
         results = {"tokenizer": tokenizer.describe(), "corpus": corpus.describe()}
+        if config.eval_tokens and prepared.data.get("stopped_mid_epoch"):
+            # a bounded validation was asked for: the whole splits wait for the end
+            results["evaluation"] = "the val and test splits are evaluated when training ends"
+            return results
         for split in ("val", "test"):
             if has_text(corpus, split):
                 results[split] = evaluate_run(run_dir, split).to_dict()
@@ -365,6 +369,8 @@ class LMTask(trainer.Task):
                 lines.append(f"{split:<12} cross-entropy {r['nats']:.4f} nats "
                              f"({r['bits']:.3f} bits), PPL {r['ppl']:.2f} over "
                              f"{r['tokens']:,} tokens")
+        if "evaluation" in results:
+            lines.append(f"evaluation   {results['evaluation']} (--resume)")
         lines.append(f"fingerprint  {results['tokenizer']['fingerprint']}")
         return lines
 
