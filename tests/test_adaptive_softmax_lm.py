@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import collections
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -132,3 +135,40 @@ def test_bench_softmax_trains_each_variant_on_the_same_steps(tmp_path, eager_tf_
     assert rows["adaptive"]["speedup"] == 1.0
     table = format_table(result)
     assert table.count("\n| ") == 3 and "| adaptive-gather |" in table
+
+
+_MIRRORED = """
+import sys
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from keras_seq.models import RecurrentLM
+x = np.random.default_rng(0).integers(0, 60, size=(8, 6)).astype("int32")
+def run(strategy):
+    with strategy.scope():
+        keras.utils.set_random_seed(1)
+        lm = RecurrentLM(60, 8, 16, softmax="adaptive", cutoffs=[10, 30], div_value=2.0)
+        lm(np.zeros((1, 6), "int32"))
+        lm.compile(keras.optimizers.SGD(0.5),
+                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    loss = lm.fit(x, np.roll(x, -1, 1), batch_size=8, epochs=2, verbose=0,
+                  shuffle=False).history["loss"]
+    return loss, lm.get_weights()
+(l1, w1), (l2, w2) = run(tf.distribute.get_strategy()), run(
+    tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+print(max(abs(a - b) for a, b in zip(l1, l2)), max(float(abs(a - b).max()) for a, b in zip(w1, w2)))
+"""
+
+
+@pytest.mark.slow  # a TensorFlow process with two logical CPUs: ~40 s on the loaded machine
+def test_two_replicas_train_the_adaptive_lm_as_one_device():
+    """The adaptive loss is scaled per replica as Keras scales a compiled loss (without it
+    the summed gradient and the logged loss were 2× on two replicas)."""
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-c", _MIRRORED], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    loss_diff, weight_diff = map(float, done.stdout.split()[-2:])
+    assert loss_diff < 1e-5 and weight_diff < 1e-6, done.stdout

@@ -239,7 +239,7 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
         if not self._is_features(y_pred):
             return super().compute_loss(x, y, y_pred, sample_weight, training=training)
         target_log_probs = self.head.target_log_prob(y_pred, y)  # (B, T): targets' clusters
-        loss = self.head.nll(target_log_probs, sample_weight)
+        loss = _per_replica(self.head.nll(target_log_probs, sample_weight))
         for extra in self.losses:
             loss = loss + ops.sum(ops.cast(extra, loss.dtype))
         # The compiled metrics (perplexity) are updated here, where the weights are at
@@ -293,6 +293,18 @@ class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
                 "proj_units": self.proj_units,
                 "coupled_input_forget": self.coupled_input_forget, "softmax": self.softmax,
                 "cutoffs": self.cutoffs, "div_value": self.div_value}
+
+
+def _per_replica(loss):
+    """``loss / R`` under ``tf.distribute`` with ``R`` replicas, as Keras scales a compiled
+    loss (its all-reduce sums the replicas' gradients; the logged loss is unscaled again)."""
+    if keras.backend.backend() != "tensorflow":
+        return loss
+    # lazy: loads TensorFlow only when this runs
+    import tensorflow as tf
+
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    return loss if replicas == 1 else loss * (1.0 / replicas)
 
 
 def _check_softmax(softmax, cutoffs, tie_weights, vocab_size, out_features) -> None:
