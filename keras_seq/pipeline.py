@@ -78,6 +78,7 @@ PPL_CUT = 0.15            # (a) shipped model's val PPL ≥ 15% below the best n
 MAX_BYTES = 1_500_000     # (b) shipped .tflite ≤ 1.5 MB
 MAX_VS_NGRAM = 5.0        # (c) per-token time ≤ 5× the compact n-gram stream's, same job
 KEYBOARD_K = 3            # the job timed for (c): one step, then the top-3 suggestions
+FALLBACK_PCT = 1.5        # when no model meets (a): the smallest this close to the best PPL
 
 
 # ----------------------------------------------------------------------------------------
@@ -158,8 +159,10 @@ def ngram_runtime(order: int, form: str) -> str:
 def choose_shipped_model(manifest: dict, ngram_ppl: float, cut: float = PPL_CUT):
     """The shipped model, by a rule that needs no timing (so it is the same on any CPU):
     the smallest TFLite step model whose validation PPL is at least ``cut`` below the best
-    n-gram's (ties: the lower PPL). When none is, the lowest-PPL step model, and the reason
-    says so. Returns ``(entry, reason)``; ``entry`` is ``None`` when no step model converted.
+    n-gram's (ties: the lower PPL). When none is, the smallest within +1.5% of the lowest
+    step-model PPL (so a float16 copy of float32 is never shipped for a rounding
+    difference), and the reason says so. Returns ``(entry, reason)``; ``entry`` is ``None``
+    when no step model converted.
 
     >>> m = {"models": [{"name": "step_float32", "graph": "step", "size_bytes": 900,
     ...                  "parity": {"val_ppl": 70.0}},
@@ -172,7 +175,7 @@ def choose_shipped_model(manifest: dict, ngram_ppl: float, cut: float = PPL_CUT)
     >>> choose_shipped_model(m, ngram_ppl=84.0)[0]["name"]  # int4 misses 84 × 0.85 = 71.4
     'step_int8'
     >>> entry, why = choose_shipped_model(m, ngram_ppl=80.0); entry["name"], why[:25]
-    ('step_float32', 'no step model reaches PPL')
+    ('step_int8', 'no step model reaches PPL')
     """
     steps = [m for m in manifest["models"] if "error" not in m and m["graph"] == "step"
              and "val_ppl" in (m.get("parity") or {})]
@@ -184,9 +187,12 @@ def choose_shipped_model(manifest: dict, ngram_ppl: float, cut: float = PPL_CUT)
         best = min(ok, key=lambda m: (m["size_bytes"], m["parity"]["val_ppl"]))
         return best, (f"the smallest of the {len(ok)} step models with PPL ≤ {limit:.2f} "
                       f"({cut:.0%} below the best n-gram's {ngram_ppl:.2f})")
-    best = min(steps, key=lambda m: m["parity"]["val_ppl"])
+    lowest = min(m["parity"]["val_ppl"] for m in steps)
+    near = [m for m in steps if m["parity"]["val_ppl"] <= lowest * (1 + FALLBACK_PCT / 100)]
+    best = min(near, key=lambda m: (m["size_bytes"], m["parity"]["val_ppl"]))
     return best, (f"no step model reaches PPL ≤ {limit:.2f} ({cut:.0%} below the best "
-                  f"n-gram's {ngram_ppl:.2f}); shipping the lowest-PPL one")
+                  f"n-gram's {ngram_ppl:.2f}); shipping the smallest within "
+                  f"+{FALLBACK_PCT}% of the lowest PPL ({lowest:.2f})")
 
 
 def _web_site(out: Path, chosen: dict, printer) -> dict:
