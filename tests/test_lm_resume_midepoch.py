@@ -253,3 +253,28 @@ def test_jax_budget_stop_mid_epoch_resumes_exactly(corpus_file, tmp_path):
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path), corpus_file], env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0 and "EXACT" in done.stdout, done.stderr[-3000:]
+
+
+def test_a_config_written_before_the_wave_3_fields_still_loads(tmp_path):
+    """A run directory written by this version before --softmax/--steps-per-epoch/
+    --eval-tokens existed reads with their defaults; any other missing field is refused."""
+    import json
+
+    import pytest
+
+    from keras_seq.errors import KerasSeqError
+    from keras_seq.tasks.lm.config import LMConfig
+
+    path = tmp_path / "config.json"
+    LMConfig(units=16, steps_per_epoch=3).save(path)
+    data = json.loads(path.read_text())
+    for name in LMConfig.added:
+        del data[name]
+    path.write_text(json.dumps(data))
+    config = LMConfig.load(path)
+    assert (config.softmax, config.cutoffs, config.steps_per_epoch, config.eval_tokens) == \
+        ("full", None, None, None) and config.units == 16
+    del data["units"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(KerasSeqError, match="missing field"):
+        LMConfig.load(path)

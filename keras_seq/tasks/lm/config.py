@@ -6,6 +6,7 @@ No TensorFlow import here, so the CLI can parse and print configs quickly.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from keras_seq.data.splits import DEFAULT_SPLIT, split_problems
 from keras_seq.training.config import TrainConfig, option
@@ -61,6 +62,9 @@ class LMConfig(TrainConfig):
     weight_dropout: float = option(0.0, "DropConnect on the recurrent kernels (weight drop)")
     init_scale: float | None = option(None, "initialise every weight uniform(−s, s) (PTB "
                                       "recipe)", default_help="Keras' initialisers")
+    # wave 3 (issue 27): older runs read with these at their defaults
+    added: ClassVar[tuple[str, ...]] = ("softmax", "cutoffs", "div_value", "steps_per_epoch",
+                                        "eval_tokens")
     softmax: str = option("full", "output layer: full, or adaptive (Grave et al. 2017: a "
                           "frequent-word head and projected tail clusters; needs --cutoffs)",
                           choices=("full", "adaptive"))
