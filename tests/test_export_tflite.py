@@ -323,3 +323,11 @@ def test_shared_table_without_ai_edge_quantizer_says_how_to_install(tied_lstmp, 
     monkeypatch.setitem(sys.modules, "ai_edge_quantizer", None)  # import fails
     with pytest.raises(KerasSeqError, match="pip install ai-edge-quantizer==0.10.0"):
         quantize_shared_table(tied_lstmp[2], 4)
+
+
+def test_export_command_offers_every_variant():
+    """The CLI keeps its own list (no TensorFlow import for --help): it must be the library's."""
+    from keras_seq.commands import export as export_command
+    from keras_seq.export.tflite import ALL_VARIANTS
+
+    assert export_command._VARIANTS + export_command._SHARED_TABLE_VARIANTS == ALL_VARIANTS

@@ -9,6 +9,8 @@ import functools
 from keras_seq.commands._common import add_json_arg, check_run_arg, print_json
 
 _VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
+# step graphs only: 4- and 8-bit weights with the tied table stored once (ai-edge-quantizer)
+_SHARED_TABLE_VARIANTS = ("int4", "dynamic_shared")
 _GRAPHS = ("step", "step_fused", "sequence", "sequence_fused")
 _STEP_VARIANTS = ("float32", "float16", "dynamic")
 
@@ -45,8 +47,10 @@ def register(subparsers) -> None:
                        "models in float32/float16/dynamic/int8/int16x8, with parity checks")
     p.add_argument("--run-dir", required=True, help="the lm run to export")
     p.add_argument("--out", required=True, help="folder for the .tflite files")
-    p.add_argument("--variants", nargs="+", default=list(_VARIANTS), choices=_VARIANTS,
-                   help="TFLite weight/activation types written")
+    p.add_argument("--variants", nargs="+", default=list(_VARIANTS),
+                   choices=_VARIANTS + _SHARED_TABLE_VARIANTS,
+                   help="TFLite weight/activation types written (int4 and dynamic_shared: "
+                   "step graphs, the tied table stored once)")
     p.add_argument("--graphs", nargs="+", default=list(_GRAPHS), choices=_GRAPHS,
                    help="which graphs (fused ones only for plain LSTMs)")
     p.add_argument("--seq-length", type=int, default=32, help="window of the sequence models")
