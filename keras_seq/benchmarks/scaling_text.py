@@ -10,8 +10,9 @@ writes them, deterministically for a seed:
    walked in sorted order, de-duplicated by the sha256 of its bytes (the first path wins),
    then read in a seeded shuffled order. A ``.py`` file gives its docstrings and ``#``
    comments (a regular expression for triple-quoted strings and comments, not a parser);
-   the others give their text. Text is cut into paragraphs at blank lines; a paragraph
-   becomes one line of word tokens (the ``word`` tokenizer's rule: lower-cased, punctuation
+   the others give their text. Text is cut into paragraphs at blank lines (one of over
+   20,000 characters is left out: a table or word list); a paragraph becomes one line of
+   word tokens (the ``word`` tokenizer's rule: lower-cased, punctuation
    split off), kept when it has at least 3 tokens and at least half of them contain a letter.
 2. **Extension** (only when the natural part is shorter than asked): pass ``k = 1, 2, …``
    repeats the natural paragraphs in a new seeded order and, in each, replaces every word
@@ -57,6 +58,7 @@ from keras_seq.errors import DataError
 
 SUFFIXES = (".py", ".md", ".rst", ".txt")
 KEEP = 2000  # the most frequent words, never replaced in the extension
+MAX_PARAGRAPH_CHARS = 20_000  # longer blocks without a blank line are data, not prose
 REPLACE_P = 0.5  # chance that a rarer word is replaced in an extension pass
 _PY_TEXT = re.compile(r'("""|\'\'\')(.*?)\1|#([^\n]*)', re.S)
 _BLANK = re.compile(r"\n[ \t\r\f\v]*\n")
@@ -102,8 +104,10 @@ def file_text(path: Path) -> str:
 
 
 def paragraph_lines(text: str) -> str:
-    """``text`` as one line per paragraph (blank lines cut paragraphs)."""
-    return "\n".join(" ".join(p.split()) for p in _BLANK.split(text))
+    """``text`` as one line per paragraph (blank lines cut paragraphs); a "paragraph" of
+    more than ``MAX_PARAGRAPH_CHARS`` is a table or a word list, not prose: left out."""
+    return "\n".join(" ".join(p.split()) for p in _BLANK.split(text)
+                     if len(p) <= MAX_PARAGRAPH_CHARS)
 
 
 class NaturalText:

@@ -24,7 +24,8 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the corpus's file order and "
                    "extension (default: 0)")
     p.add_argument("--stages", default="prepare,ngram,lmplz,prepare-lm,lm",
-                   help="stages to run, comma-separated (default: all; lmplz only with --lmplz)")
+                   help="stages to run, comma-separated; lmplz runs only with --lmplz "
+                        "(default: prepare,ngram,lmplz,prepare-lm,lm)")
     p.add_argument("--lmplz", default=None, help="path to KenLM's lmplz to compare with")
     p.add_argument("--memory", default="1G", metavar="SIZE",
                    help="--memory of ngram train and -S of lmplz (default: 1G)")
