@@ -197,3 +197,13 @@ def test_word_fit_counts_literal_unk_as_the_special():
     tok = WordTokenizer().fit("<unk> <unk> a\n")
     assert tok.vocab == ["<pad>", UNK, EOS, "a"]
     assert tok.encode("<UNK> b\n").tolist() == [1, 1, 2]
+
+
+def test_a_line_longer_than_a_block_is_tokenized_whole():
+    """A single line past the block size (no line break to cut at) used to recurse forever."""
+    from keras_seq.data import tokenizers
+
+    long_line = "a b. " * (tokenizers._BLOCK_CHARS // 2) + "\nnext line\n"
+    tokens = tokenizers.WordTokenizer().tokens(long_line)
+    assert len(tokens) == 3 * (tokenizers._BLOCK_CHARS // 2) + 4  # + <eos> next line <eos>
+    assert tokens[-4:] == ["<eos>", "next", "line", "<eos>"] and tokens[:4] == ["a", "b", ".", "a"]

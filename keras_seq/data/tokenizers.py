@@ -339,9 +339,14 @@ def _word_bytes(text: str, lower: bool) -> list[bytes]:
         _check_text(text)
     if len(text) > 2 * _BLOCK_CHARS:
         out: list[bytes] = []
-        for block in line_blocks(text):
-            out += _word_bytes(block, lower)
+        for block in line_blocks(text):  # a single longer line stays one block
+            out += _word_bytes_block(block, lower)
         return out
+    return _word_bytes_block(text, lower)
+
+
+def _word_bytes_block(text: str, lower: bool) -> list[bytes]:
+    """:func:`_word_bytes` on one block, whatever its length."""
     if lower:
         text = text.lower()
     try:
