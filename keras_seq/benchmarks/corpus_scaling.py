@@ -89,17 +89,27 @@ def keras_seq_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from keras_seq.cli import main; sys.exit(main())"]
 
 
+# Linux folds the memory a process had before exec into its peak RSS, and a child forked
+# from this (large: Python, numpy, maybe TensorFlow) process starts as a copy of it. So the
+# command is started by a small Python launcher, whose own child's peak is the command's.
+_LAUNCHER = ("import json, os, subprocess, sys\n"
+             "with open(sys.argv[1], 'wb') as out:\n"
+             "    p = subprocess.Popen(sys.argv[2:], stdout=out, stderr=subprocess.STDOUT)\n"
+             "    _, status, usage = os.wait4(p.pid, 0)\n"
+             "print(json.dumps([os.waitstatus_to_exitcode(status), usage.ru_maxrss]))\n")
+
+
 def measure(cmd: list[str], log: Path) -> dict:
     """Run ``cmd`` (output to ``log``); its wall time, peak RSS and exit status."""
-    with open(log, "wb") as out:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)  # Popen did not reap it
-    return {"wall_s": round(wall, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-            "rc": proc.returncode}
+    start = time.perf_counter()
+    launched = subprocess.run([sys.executable, "-c", _LAUNCHER, str(log), *cmd],
+                              capture_output=True, text=True, check=False,
+                              env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    wall = time.perf_counter() - start
+    if launched.returncode != 0:
+        raise DataError(f"could not start {cmd[0]!r}: {launched.stderr.strip()[-300:]}")
+    rc, max_rss_kb = json.loads(launched.stdout.strip().splitlines()[-1])
+    return {"wall_s": round(wall, 3), "peak_rss_mb": round(max_rss_kb / 1024, 1), "rc": rc}
 
 
 def _fit_seconds(run_dir: Path) -> float | None:
