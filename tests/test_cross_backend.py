@@ -35,6 +35,7 @@ def wait_all(workers: list[subprocess.Popen]) -> None:
         assert worker.returncode == 0, err[-3000:]
 
 
+@pytest.mark.slow  # fast version: test_backends_trainer's JAX checkpoints loading under TF
 def test_keras_files_load_under_every_backend(tmp_path):
     """Each backend saves every model kind; every other backend loads them: same outputs."""
     if len(BACKENDS) < 2:

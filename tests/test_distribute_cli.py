@@ -182,6 +182,7 @@ def single_seq2seq(tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.slow  # fast version: test_mirrored_on_two_logical_cpus_equals_one_device (LM)
 def test_seq2seq_mirrored_and_resumed_mid_pass_equals_one_device(single_seq2seq, tmp_path):
     """Each replica trains on its share of every batch (the 3-pair one padded); stopped
     after 5 of the 13 batches and resumed mid-pass on 2 replicas, the run has one

@@ -177,6 +177,7 @@ def test_perplexity_interval_is_the_ratio_estimator_over_windows():
     assert 0.90 <= np.mean(covered) <= 0.99
 
 
+@pytest.mark.slow  # fast version: the LM budget-stop tests above (the same trainer path)
 def test_classify_stops_mid_epoch_and_resumes_exactly(tmp_path, monkeypatch):
     # The other task shapes take the same path (fit_kwargs' start_batch): one of them here.
     rng = np.random.default_rng(0)
@@ -277,4 +278,9 @@ def test_a_config_written_before_the_wave_3_fields_still_loads(tmp_path):
     del data["units"]
     path.write_text(json.dumps(data))
     with pytest.raises(KerasSeqError, match="missing field"):
+        LMConfig.load(path)
+    full = json.loads(json.dumps(LMConfig(units=16).to_dict()))
+    del full["eval_tokens"]  # only one of them gone: damage, not an older layout
+    path.write_text(json.dumps({**json.loads(path.read_text()), **full}))
+    with pytest.raises(KerasSeqError, match="missing field.*eval_tokens"):
         LMConfig.load(path)

@@ -121,6 +121,10 @@ def bind_calls(monkeypatch):
                         lambda self, sockets=None: calls.append((self.config.host,
                                                                  self.config.port)))
     monkeypatch.delenv("KERAS_SEQ_SERVE_TOKEN", raising=False)
+    # uvicorn's Config sets up logging with handlers bound to the sys.stderr of the moment:
+    # pytest's capture of this test, closed once it ends, which a later test's logging set-up
+    # then flushes ("I/O operation on closed file" in every later test of the worker).
+    monkeypatch.setattr(uvicorn.Config, "configure_logging", lambda self: None)
     return calls
 
 

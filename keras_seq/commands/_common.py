@@ -349,6 +349,7 @@ FLAG_RANGES: dict[str, Range] = {
         "vocab", "embed", "seq_len", "batch", "num_eval", "repeat", "nplm_context", "budget",
         "threads", "max_batch_size", "num_batch_threads", "max_body_bytes", "max_instances",
         "max_text_length", "max_generated_tokens", "max_connections", "distances", "k",
+        "eval_tokens", "lm_steps",
         "vocab_size",  # the tokenizer checks the rest (subword: ≥ 16) before any work
     ), AT_LEAST_1),
     **dict.fromkeys((
@@ -360,6 +361,7 @@ FLAG_RANGES: dict[str, Range] = {
     **dict.fromkeys((
         "lr", "clip_norm", "max_minutes", "init_scale", "lr_decay", "temperature", "scale",
         "minutes", "dates_minutes", "request_timeout", "read_timeout", "memory_max_minutes",
+        "div_value",
     ), POSITIVE),
     **dict.fromkeys(("dropout", "embed_dropout", "weight_dropout"), FRACTION),
     **dict.fromkeys(("state_reset_prob", "negated_share"), SHARE),

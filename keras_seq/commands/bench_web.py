@@ -34,7 +34,8 @@ def run_web(args) -> int:
 
     report = run_web_benchmark(args.tflite_dir, steps=args.steps, warmup=args.warmup,
                                rounds=args.rounds, threads=tuple(args.threads),
-                               webgpu=not args.no_webgpu, names=args.models, screenshot=args.screenshot,
+                               webgpu=not args.no_webgpu, names=args.models,
+                               screenshot=args.screenshot,
                                printer=lambda m: print(m, file=sys.stderr, flush=True))
     if args.plot:
         plot_web_report(report, args.plot)

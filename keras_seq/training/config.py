@@ -63,8 +63,8 @@ class TrainConfig:
 
     kind: ClassVar[str] = "?"  # the `keras-seq train KIND` of the run
     renamed: ClassVar[dict[str, str]] = {}  # old field name → new, read from older configs
-    # Fields added after run directories of this version were written: an older config.json
-    # without them reads with their defaults (every other field must be there).
+    # Fields added after run directories of this version were written: a config.json with
+    # none of them reads with their defaults; one missing only some is damaged, and refused.
     added: ClassVar[tuple[str, ...]] = ()
 
     batch_size: int = option(32, "examples per training batch (with --strategy: the global "
@@ -164,9 +164,9 @@ class TrainConfig:
         for old, new in cls.renamed.items():
             if old in data and new not in data:
                 data[new] = data.pop(old)
-        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-        for name in cls.added:
-            data.setdefault(name, defaults[name])
+        if cls.added and not set(cls.added) & set(data):  # written before they existed
+            defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+            data.update({name: defaults[name] for name in cls.added})
         return data
 
     @classmethod
