@@ -498,13 +498,7 @@ def load_corpus(
             corpus = Corpus(spec, splits, digest, "files", replaced)
         corpus.notes.extend(notes)
         return _check_nonempty(corpus)
-    path = Path(spec).expanduser()
-    if not path.exists():
-        names = ", ".join([EMBEDDED, *REGISTRY])
-        raise DataError(
-            f"no such corpus {spec!r}: it is neither an existing file or directory nor a "
-            f"registry name ({names})"
-        )
+    path = _existing_path(spec)
     parts = _read_path(path)  # each file is decoded and checked on its own
     texts, replaced, notes = [], 0, []
     for source, data in parts:
@@ -642,13 +636,7 @@ def _text_parts(spec: str, data_dir) -> tuple[str, list[TextPart]]:
         return spec, [TextPart(f"{spec}:{s}", _memory_blocks(_read_remote(entry.files[s],
                                                                           data_dir)), split=s)
                       for s in SPLITS]
-    path = Path(spec).expanduser()
-    if not path.exists():
-        names = ", ".join([EMBEDDED, *REGISTRY])
-        raise DataError(
-            f"no such corpus {spec!r}: it is neither an existing file or directory nor a "
-            f"registry name ({names})"
-        )
+    path = _existing_path(spec)
     if not path.is_dir():
         return str(path), [TextPart(str(path), _file_blocks(path))]
     files = sorted(p for p in path.rglob("*.txt") if p.is_file())
@@ -657,6 +645,19 @@ def _text_parts(spec: str, data_dir) -> tuple[str, list[TextPart]]:
             f"directory {path} holds no .txt files; expected a folder of UTF-8 .txt files"
         )
     return str(path), [TextPart(str(f), _file_blocks(f), final_newline=True) for f in files]
+
+
+def _existing_path(spec: str) -> Path:
+    """`spec` as a path that exists, or a DataError naming what a corpus spec may be."""
+    path = Path(spec).expanduser()
+    if not path.exists():
+        names = ", ".join([EMBEDDED, *REGISTRY])
+        raise DataError(
+            f"no such corpus {spec!r}: it is neither an existing file or directory nor a "
+            f"registry name ({names}); give a UTF-8 text file, a folder of .txt files or "
+            "one of those names"
+        )
+    return path
 
 
 def _check_nonempty(corpus: Corpus) -> Corpus:
