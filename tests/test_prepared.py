@@ -243,6 +243,23 @@ def test_ngram_reads_the_ids_of_a_prepared_directory(tmp_path):
         load_tokenized(str(folder), min_count=1)
 
 
+def test_bounded_ngram_train_of_a_prepared_directory_never_makes_lines(tmp_path, hostile,
+                                                                        monkeypatch):
+    from keras_seq.ngram.data import PreparedTokenized, load_tokenized
+
+    folder = prepare_corpus(hostile, tmp_path / "p", min_count=2).path
+    lines = load_tokenized(str(hostile), min_count=2).train  # empty lines, no final newline
+    assert load_tokenized(str(folder), min_count=2).n_predicted() == sum(
+        len(line) + 1 for line in lines if line)
+    arpa = {}
+    for data in (hostile, folder):
+        arpa[data] = tmp_path / f"{data.name}.arpa"
+        assert main(["ngram", "train", "--data", str(data), "--min-count", "2", "--order", "3",
+                     "--memory", "64K", "--out", str(arpa[data])]) == 0
+        monkeypatch.setattr(PreparedTokenized, "train", property(lambda self: 1 / 0))
+    assert arpa[hostile].read_bytes() == arpa[folder].read_bytes()
+
+
 def test_lm_data_of_a_prepared_directory(tmp_path):
     from keras_seq.tasks.lm.config import LMConfig
     from keras_seq.tasks.lm.data import corpus_for, has_text, lm_tokenizer, split_ids

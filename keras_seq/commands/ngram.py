@@ -95,7 +95,7 @@ def run_train(args) -> int:
     # lazy: keeps `keras-seq --help` fast
     from keras_seq.ngram.arpa import write_arpa
     from keras_seq.ngram.counts import NgramCounts, Vocabulary, check_order
-    from keras_seq.ngram.data import load_tokenized
+    from keras_seq.ngram.data import PreparedTokenized, load_tokenized
     from keras_seq.ngram.estimators import CountModel
     from keras_seq.ngram.external import id_chunks_from_lines, parse_memory, train_kn_bounded
     from keras_seq.ngram.kneser_ney import kneser_ney
@@ -107,8 +107,12 @@ def run_train(args) -> int:
     data = load_tokenized(args.data, tokenizer=args.tokenizer, max_vocab=args.max_vocab,
                           min_count=args.min_count, split=args.split_ratio,
                           data_dir=args.data_dir)
-    vocab = Vocabulary.from_lines(data.train)
-    n_predicted = sum(len(line) + 1 for line in data.train if len(line))
+    prepared = isinstance(data, PreparedTokenized) and args.smoothing == "kn" and memory
+    if prepared:  # ids straight from the memory-mapped file: no lines in RAM
+        vocab, n_predicted = data.vocabulary(), data.n_predicted("train")
+    else:
+        vocab = Vocabulary.from_lines(data.train)
+        n_predicted = sum(len(line) + 1 for line in data.train if len(line))
     meta = {
         "tokenizer": "word",
         "tokenizer_options": data.tokenizer.options,
@@ -119,7 +123,8 @@ def run_train(args) -> int:
         "train_tokens": n_predicted,
     }
     if args.smoothing == "kn" and memory:
-        result = train_kn_bounded(id_chunks_from_lines(data.train, vocab), vocab, order, memory,
+        chunks = data.id_chunks(vocab) if prepared else id_chunks_from_lines(data.train, vocab)
+        result = train_kn_bounded(chunks, vocab, order, memory,
                                   args.out, temp_dir=args.temp_dir,
                                   discount_fallback=not args.no_discount_fallback,
                                   metadata=meta, progress=_bar)

@@ -39,6 +39,7 @@ import re
 import numpy as np
 
 from keras_seq.errors import DataError
+from keras_seq.ngram.arpa_lines import LOG_ZERO, WordBytes, write_arpa_lines
 from keras_seq.ngram.backoff import BackoffModel
 from keras_seq.ngram.counts import (
     BOS_TOKEN,
@@ -53,7 +54,6 @@ from keras_seq.ngram.counts import (
 )
 
 META_PREFIX = "# keras-seq "
-LOG_ZERO = -99.0
 _NGRAM_LINE = re.compile(r"^ngram\s+(\d+)\s*=\s*(\d+)\s*$")
 _SECTION = re.compile(r"^\\(\d+)-grams:\s*$")
 
@@ -72,7 +72,7 @@ def write_arpa(model: BackoffModel, path_or_file, progress=None) -> None:
     f = path_or_file
     check_arpa_words(model.vocab.words)
     write_arpa_header(f, model.metadata, model.strict, model.counts)
-    words = np.array(model.vocab.words, dtype=object)
+    words = WordBytes(model.vocab.words)
     N = model.order
     for n in range(1, N + 1):
         f.write(f"\n\\{n}-grams:\n")
@@ -103,31 +103,6 @@ def write_arpa_header(f, metadata: dict, strict: bool, counts) -> None:
     f.write("\\data\\\n")
     for n, count in enumerate(counts, start=1):
         f.write(f"ngram {n}={count}\n")
-
-
-def _clip(values: np.ndarray) -> list[float]:
-    values = np.where(np.isfinite(values), values, LOG_ZERO)
-    return np.maximum(values, LOG_ZERO).tolist()
-
-
-def write_arpa_lines(f, words: np.ndarray, cols: np.ndarray, log10_prob,
-                     log10_backoff=None) -> None:
-    """Lines ``p<TAB>w1 … wn[<TAB>backoff]`` for rows of word ids ``cols`` (``(rows, n)``).
-
-    ``words`` is the vocabulary as an object array; ``log10_backoff=None`` for the highest
-    order. Numbers are ``%.7g`` (``-inf`` → -99); one ``%`` over the whole block, which is
-    about twice as fast as formatting line by line.
-    """
-    rows, n = cols.shape
-    fields = [_clip(np.asarray(log10_prob))] + [words[cols[:, i]].tolist() for i in range(n)]
-    line = "%.7g\t" + " ".join(["%s"] * n)
-    if log10_backoff is not None:
-        fields.append(_clip(np.asarray(log10_backoff)))
-        line += "\t%.7g"
-    flat = [None] * (rows * len(fields))
-    for i, values in enumerate(fields):
-        flat[i::len(fields)] = values
-    f.write((line + "\n") * rows % tuple(flat))
 
 
 def _malformed(where: str, what: str, line: int | None = None) -> DataError:

@@ -96,6 +96,19 @@ class PreparedTokenized(TokenizedCorpus):
             seen[ids] = True
         return Vocabulary([vocab[i] for i in order])
 
+    def n_predicted(self, split: str = "train") -> int:
+        """Tokens an n-gram model predicts in ``split``: each word and one ``</s>`` per
+        non-empty line (``sum(len(line) + 1 for line in lines if line)``), from the ids."""
+        eos, total, previous = self.tokenizer.eos_id, 0, self.tokenizer.eos_id
+        for block in read_chunks(self.corpus.split(split)):
+            if not block.size:
+                continue
+            is_eos = block == eos
+            before = np.concatenate([[previous == eos], is_eos[:-1]])
+            total += int(block.size - (is_eos & before).sum())  # an <eos> ending no words
+            previous = block[-1]
+        return total + int(previous != eos)  # a last line without <eos> still gets </s>
+
     def id_chunks(self, vocab, split: str = "train"):
         """The ids of ``split`` as ``vocab`` numbers them, chunk by chunk (``</s>`` for
         ``<eos>``): what ``id_chunks_from_lines(self.lines(split), vocab)`` gives,

@@ -54,11 +54,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from keras_seq.errors import DataError
-from keras_seq.ngram.arpa import (
-    check_arpa_words,
-    write_arpa_header,
-    write_arpa_lines,
-)
+from keras_seq.ngram.arpa import check_arpa_words, write_arpa_header
+from keras_seq.ngram.arpa_lines import WordBytes, write_arpa_lines
 from keras_seq.ngram.counts import BOS, EOS, UNK, Vocabulary, check_order
 from keras_seq.ngram.kneser_ney import discounts_from_counts_of_counts
 
@@ -586,7 +583,7 @@ def _pairs(ctx_path, val_path, rows):
 
 def _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows, progress):
     write_arpa_header(f, meta, False, counts)
-    words = np.array(vocab.words, dtype=object)
+    words = WordBytes(vocab.words)
     rows = min(block_rows, 100_000)
     bar = progress("writing ARPA", sum(counts))
     prev_cols = None

@@ -1,0 +1,67 @@
+"""The vectorised ARPA line writer (keras_seq/ngram/arpa_lines.py) gives the bytes of
+Python's own ``"%.7g"`` formatting, for random values and for the values where rounding
+to 7 digits is hardest (ties, carries into a new power of ten, the %f/%e switch)."""
+
+import io
+
+import numpy as np
+import pytest
+
+from keras_seq.ngram.arpa_lines import WordBytes, format_g7, write_arpa_lines
+
+
+def _hard_values():
+    rng = np.random.default_rng(0)
+    edges = [0.0, -0.0, 1.0, -1.0, 99.0, -99.0, 1e-4, 9.9999995e-5, 9.99999949e-5, 1e-5,
+             0.99999995, 0.999999949, 9999999.5, 9999998.5, 999999.95, 1234567.5, 2.5e-7,
+             1e15, 1e-15, 9.999999e14, 5e-324, 1.7976931348623157e308, 0.30103, 0.125,
+             np.inf, -np.inf, np.nan]
+    values = np.concatenate([
+        np.array(edges),
+        rng.standard_normal(20_000) * 10.0 ** rng.integers(-20, 20, 20_000),
+        -rng.random(20_000) * 6,  # log10 probabilities
+        np.round(rng.random(20_000), 7) + 5e-8,  # exactly at the rounding digit's half
+        np.round(rng.random(10_000) * 1e4, 3) + 5e-4,
+    ])
+    with np.errstate(over="ignore"):
+        return np.concatenate([values, np.nextafter(values, np.inf),
+                               np.nextafter(values, -np.inf)])
+
+
+def test_format_g7_equals_printf_on_random_and_hard_values():
+    values = _hard_values()
+    expected = ["%.7g" % v for v in values.tolist()]  # noqa: UP031 (the old writer's printf)
+    got = format_g7(values)
+    wrong = [(v, g, e) for v, g, e in zip(values.tolist(), got, expected) if g != e]
+    assert not wrong, wrong[:10]
+
+
+def _reference(words, cols, lp, bo):
+    def g(x):
+        return "%.7g" % max(x if np.isfinite(x) else -99.0, -99.0)  # noqa: UP031
+
+    lines = []
+    for i, row in enumerate(cols.tolist()):
+        line = g(lp[i]) + "\t" + " ".join(words[w] for w in row)
+        lines.append(line + ("\t" + g(bo[i]) if bo is not None else "") + "\n")
+    return "".join(lines)
+
+
+@pytest.mark.parametrize("n,with_backoff", [(1, True), (3, True), (5, False)])
+def test_lines_equal_formatting_each_row(n, with_backoff):
+    rng = np.random.default_rng(n)
+    words = ["<unk>", "<s>", "</s>", "a", "ü", "日本語", "x" * 40, "'s"]
+    rows = 2_000
+    cols = rng.integers(0, len(words), (rows, n))
+    lp = -rng.random(rows) * 4
+    lp[:5] = [-np.inf, 0.0, -0.0, -150.0, np.nan]
+    bo = (0.5 - rng.random(rows)) if with_backoff else None
+    buf = io.StringIO()
+    write_arpa_lines(buf, WordBytes(words), cols, lp, bo)
+    assert buf.getvalue() == _reference(words, cols, lp, bo)
+
+
+def test_no_rows_writes_nothing():
+    buf = io.StringIO()
+    write_arpa_lines(buf, WordBytes(["a"]), np.zeros((0, 2), np.int64), [], [])
+    assert buf.getvalue() == ""
