@@ -29,7 +29,9 @@ $(STAMP): requirements.txt setup.cfg pyproject.toml
 
 # One pytest worker per core (pytest-xdist): TensorFlow start-up and tracing dominate the
 # small tests, so two workers on two cores finish in 0.66x the serial time (172 s vs 260 s).
-PYTEST := $(BIN)/python -m pytest -q -n auto --durations=15
+# --dist loadscope sends each module to one worker, so a module-scoped fixture (a training
+# run, an export, a browser) is built once, not once per worker.
+PYTEST := $(BIN)/python -m pytest -q -n auto --dist loadscope --durations=15
 
 # The main run uses the TensorFlow backend; tests/backends (layers and models written
 # backend-neutrally, and the fused-kernel path on reference kernels) then runs again under
@@ -44,13 +46,13 @@ test: $(STAMP) $(WEB_STAMP)
 test-all: $(STAMP) $(WEB_STAMP)
 	KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)} $(PYTEST)
 
-# The main job, offline (~10 min on 2 cores): Kneser-Ney n-grams of orders 2-5 and an LSTM LM
+# The main job, offline (~7 min on 2 cores): Kneser-Ney n-grams of orders 2-5 and an LSTM LM
 # on tinyshakespeare (shipped in the package), SavedModel + TFLite export, the on-device
 # benchmark (neural vs n-gram), the demo model and a summary table; then the LiteRT-only demo.
 DEMO_OUT ?= runs/pipeline
 demo: $(STAMP) $(WEB_STAMP)
 	$(BIN)/keras-seq data stats --data tinyshakespeare --tokenizer word --min-count 2
-	$(BIN)/keras-seq pipeline --out $(DEMO_OUT) --minutes 10
+	$(BIN)/keras-seq pipeline --out $(DEMO_OUT) --epochs 5
 	printf 'my lord\nthe king is\n/gen 30\n' | \
 	    $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite --lines
 	@echo "Try it yourself: $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite"

@@ -65,3 +65,15 @@ def test_no_rows_writes_nothing():
     buf = io.StringIO()
     write_arpa_lines(buf, WordBytes(["a"]), np.zeros((0, 2), np.int64), [], [])
     assert buf.getvalue() == ""
+
+
+def test_a_utf8_file_gets_the_same_bytes_through_its_buffer(tmp_path):
+    words, cols = WordBytes(["a", "ü", "日本語"]), np.array([[0, 1], [2, 0]])
+    text = io.StringIO()
+    write_arpa_lines(text, words, cols, [-1.0, -2.0], [0.5, -0.25])
+    path = tmp_path / "lines.txt"
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write("head\n")  # text written before and after must stay in order
+        write_arpa_lines(f, words, cols, [-1.0, -2.0], [0.5, -0.25])
+        f.write("tail\n")
+    assert path.read_bytes().decode("utf-8") == "head\n" + text.getvalue() + "tail\n"

@@ -85,19 +85,22 @@ def test_mirrored_on_two_logical_cpus_equals_one_device(single, tmp_path):
     _same_run(run_dir, single)
 
 
-def test_strategy_flags_are_checked_first(tmp_path):
-    done = _train(tmp_path / "r", "--strategy", "mirrored", "--devices", 3, "--epochs", 1,
-                  check=False)
-    assert done.returncode == 2 and "multiple of 3" in done.stderr
-    done = _train(tmp_path / "r", "--strategy", "one", "--devices", 2, check=False)
-    assert done.returncode == 2 and "devices is for --strategy mirrored" in done.stderr
-    done = _train(tmp_path / "r", "--strategy", "multi-worker", "--max-minutes", 1,
-                  check=False)
-    assert done.returncode == 2 and "--max-minutes stops each worker" in done.stderr
-    done = subprocess.run([*KERAS_SEQ, "train", "tag", "--run-dir", str(tmp_path / "r"),
-                           "--strategy", "mirrored"], env=_env(), capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 2 and "not available for `keras-seq train tag`" in done.stderr
+def test_strategy_flags_are_checked_first(tmp_path, capsys):
+    from keras_seq.cli import main  # in this process: the checks come before TensorFlow runs
+
+    run = ["--run-dir", str(tmp_path / "r")]
+    cases = [(["train", "lm", *run, *ARGS, "--strategy", "mirrored", "--devices", "3",
+               "--epochs", "1"], "multiple of 3"),
+             (["train", "lm", *run, *ARGS, "--strategy", "one", "--devices", "2"],
+              "devices is for --strategy mirrored"),
+             (["train", "lm", *run, *ARGS, "--strategy", "multi-worker", "--max-minutes", "1"],
+              "--max-minutes stops each worker"),
+             (["train", "tag", *run, "--strategy", "mirrored"],
+              "not available for `keras-seq train tag`")]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
     assert not (tmp_path / "r").exists()
 
 

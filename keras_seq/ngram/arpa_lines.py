@@ -83,13 +83,15 @@ def format_g7_bytes(values) -> tuple[np.ndarray, np.ndarray]:
     m = np.where(carry, m // 10, m)
     e += carry
     digits = np.empty((v.size, 7), dtype=np.uint8)
-    rest = np.where(ok, m, 0)
+    rest = np.where(ok, m, 0).astype(np.uint32)  # < 10**7; 32-bit division is faster
     for i in range(6, -1, -1):
         digits[:, i] = rest % 10
         rest //= 10
     kept = 7 - np.argmax(digits[:, ::-1] != 0, axis=1)  # digits left after stripping zeros
     negative = np.signbit(v)
-    key = ((e + 64) * 8 + kept) * 2 + negative
+    # one layout per (exponent, digits kept, sign); e is in -15..16 here, so the key fits
+    # 16 bits, which numpy's stable argsort sorts by radix, in linear time
+    key = (((e + 64) * 8 + kept) * 2 + negative).astype(np.uint16)
     rows = np.flatnonzero(ok)
     rows = rows[np.argsort(key[rows], kind="stable")]
     for group in np.split(rows, np.flatnonzero(np.diff(key[rows])) + 1):
@@ -146,10 +148,16 @@ def write_arpa_lines(f, words: WordBytes, cols: np.ndarray, log10_prob,
     ``words`` is a :class:`WordBytes` of the vocabulary; ``log10_backoff=None`` for the
     highest order. Numbers are ``%.7g`` (``-inf`` → -99); ``f`` is a text file.
     """
+    _write_utf8(f, arpa_lines(words, cols, log10_prob, log10_backoff))
+
+
+def arpa_lines(words: WordBytes, cols: np.ndarray, log10_prob, log10_backoff=None) -> bytes:
+    """The UTF-8 bytes :func:`write_arpa_lines` writes (numpy does the work, mostly without
+    the GIL, so blocks can be built in threads)."""
     cols = np.asarray(cols)
     rows, n = cols.shape
     if rows == 0:
-        return
+        return b""
     line = np.arange(rows)
     prob, prob_len = format_g7_bytes(clip_log10(log10_prob))
     prob[line, prob_len] = ord("\t")
@@ -168,15 +176,26 @@ def write_arpa_lines(f, words: WordBytes, cols: np.ndarray, log10_prob,
     size = np.empty((rows, n + 2), np.int64)
     start[:, 0] = words.buffer.size + line * WIDTH
     size[:, 0] = prob_len + 1
-    for i in range(n):
-        start[:, i + 1] = words.offsets[cols[:, i]]
-        size[:, i + 1] = words.lengths[cols[:, i]] + (i < n - 1)  # the space after it
+    start[:, 1:-1] = np.take(words.offsets, cols)
+    size[:, 1:-1] = np.take(words.lengths, cols)
+    size[:, 1:-2] += 1  # the space after each word but the last
     start[:, -1] = words.buffer.size + prob.size + line * tail.shape[1]
     size[:, -1] = tail_len
     start, size = start.ravel(), size.ravel()
     at = np.cumsum(size) - size  # where each piece begins in the output
     total = int(at[-1] + size[-1])
-    kind = np.int32 if source.size + total < 2**31 else np.int64
-    index = np.repeat((start - at).astype(kind), size)
-    index += np.arange(total, dtype=kind)
-    f.write(source[index].tobytes().decode("utf-8"))
+    index = np.repeat(start - at, size)
+    index += np.arange(total)
+    return np.take(source, index).tobytes()  # take with intp indices: the fastest gather
+
+
+def _write_utf8(f, data: bytes) -> None:
+    """``data`` into text file ``f``: straight into its byte buffer when it has one and
+    writes UTF-8 (decoding and encoding again would cost more than building the lines)."""
+    buffer = getattr(f, "buffer", None)
+    if buffer is not None and (getattr(f, "encoding", "") or "").lower().replace("-", "") \
+            == "utf8":
+        f.flush()
+        buffer.write(data)
+    else:
+        f.write(data.decode("utf-8"))

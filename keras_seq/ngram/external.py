@@ -302,7 +302,7 @@ def _merge_runs(d: _Dir, n, runs, memory, need_ranks):
                 takes.append((r, bufs[r][:cut]))
                 bufs[r] = bufs[r][cut:]
             rows = np.concatenate([t for _, t in takes])
-            o = np.argsort(rows[:, 0])
+            o = np.argsort(rows[:, 0], kind="stable")  # timsort: merges the sorted runs
             sk = rows[o, 0]
             new = np.empty(sk.size, dtype=bool)
             new[:1] = True
@@ -532,7 +532,8 @@ def _train(d, chunks, vocab, N, memory, out, fallback, metadata, progress):
             for keys, a, low in _context_blocks(tables[n]["keys"], V, sizes[n], block_rows,
                                                 (adjusted[n], np.int64), (lower, np.float64)):
                 prefix = keys // V
-                ctx, g = np.unique(prefix, return_inverse=True)
+                new = np.r_[True, prefix[1:] != prefix[:-1]]  # keys are sorted: no sort
+                ctx, g = prefix[new], np.cumsum(new) - 1
                 af = a.astype(np.float64)
                 dd = Dn[np.minimum(a, 3)]
                 denom = np.bincount(g, weights=af)
