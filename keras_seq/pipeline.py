@@ -278,7 +278,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     t = stage("2/6 train the LSTM LM")
     printer(f"  {config.cell} {config.num_layers}×{config.units}, embed {config.embed_dim}"
             f"{', tied' if config.tie_weights else ''}, bptt {config.bptt}, batch "
-            f"{config.batch_size}; {epochs} epoch(s)"
+            f"{config.batch_size}; {config.epochs} epoch(s)"
             + ("" if train_minutes is None else f", at most {train_minutes:.1f} min"))
     train_results = train_lm(config, out / "run", verbose=2, printer=printer)
     stages["train_lstm"] = time.perf_counter() - t
@@ -342,7 +342,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     stage("6/6 summary")
     wall = time.perf_counter() - started
     summary = {
-        "data": data, "out": str(out), "epochs": epochs, "minutes_budget": minutes,
+        "data": data, "out": str(out), "epochs": config.epochs, "minutes_budget": minutes,
         "wall_seconds": wall,
         "stages_seconds": stages,
         "lstm": {"config": config.to_dict(), "epochs": train_results["epochs_done"],

@@ -152,8 +152,7 @@ def write_arpa_lines(f, words: WordBytes, cols: np.ndarray, log10_prob,
 
 
 def arpa_lines(words: WordBytes, cols: np.ndarray, log10_prob, log10_backoff=None) -> bytes:
-    """The UTF-8 bytes :func:`write_arpa_lines` writes (numpy does the work, mostly without
-    the GIL, so blocks can be built in threads)."""
+    """The UTF-8 bytes :func:`write_arpa_lines` writes for these rows."""
     cols = np.asarray(cols)
     rows, n = cols.shape
     if rows == 0:
