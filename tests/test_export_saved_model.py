@@ -99,3 +99,21 @@ def test_generate_is_seeded_and_batched(saved):
     assert a["text"].shape == (2,)
     words = a["text"][0].numpy().decode().split()
     assert all(w in tokenizer.vocab for w in words)
+
+
+def test_out_dir_must_be_new_empty_or_an_earlier_saved_model(tmp_path):
+    from keras_seq.errors import KerasSeqError
+    from keras_seq.export.saved_model import prepare_saved_model_dir
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    with pytest.raises(KerasSeqError, match="is not a SavedModel; choose another --out"):
+        prepare_saved_model_dir(other)
+    assert (other / "notes.txt").read_text() == "keep me"
+    earlier = tmp_path / "earlier"
+    (earlier / "variables").mkdir(parents=True)
+    (earlier / "saved_model.pb").write_bytes(b"old")
+    assert not prepare_saved_model_dir(earlier).exists()  # replaced by the new export
+    (tmp_path / "empty").mkdir()
+    assert prepare_saved_model_dir(tmp_path / "empty") == tmp_path / "empty"

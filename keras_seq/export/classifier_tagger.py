@@ -40,7 +40,6 @@ Example::
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -50,6 +49,7 @@ import tensorflow as tf
 
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.graphs import FrozenWeights, LMGraphs
+from keras_seq.export.saved_model import prepare_saved_model_dir
 from keras_seq.export.tflite import convert, op_list
 from keras_seq.runtime.classifier import StreamingClassifier
 from keras_seq.runtime.metadata import write_metadata
@@ -67,16 +67,6 @@ class _Untracked:
 
     def __init__(self, model):
         self.model = model
-
-
-def _prepare_out_dir(out_dir) -> Path:
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        if not (out_dir / "saved_model.pb").is_file() and any(out_dir.iterdir()):
-            raise KerasSeqError(f"{out_dir} exists and is not a SavedModel; choose another "
-                                "--out or remove it")
-        shutil.rmtree(out_dir)
-    return out_dir
 
 
 def _write_assets(out_dir: Path, tokenizer, meta: dict) -> None:
@@ -150,7 +140,7 @@ def export_classifier(run_dir, out_dir, printer=print, model=None, tokenizer=Non
 
         config, tokenizer, labels, model = load_run(run_dir)
         max_len = config.max_len
-    out_dir = _prepare_out_dir(out_dir)
+    out_dir = prepare_saved_model_dir(out_dir)
     module = ClassifierModule(model, tokenizer, labels, max_len)
     fn = tf.function(module.wrap(module.classify), input_signature=_TEXT)
     concrete = fn.get_concrete_function()
@@ -212,7 +202,7 @@ def export_tagger(run_dir, out_dir, printer=print, model=None, tokenizer=None,
         from keras_seq.tasks.tag.task import load_run
 
         _, tokenizer, tags, model = load_run(run_dir)
-    out_dir = _prepare_out_dir(out_dir)
+    out_dir = prepare_saved_model_dir(out_dir)
     module = TaggerModule(model, tokenizer, tags)
     fn = tf.function(module.wrap(module.tag), input_signature=_TEXT)
     concrete = fn.get_concrete_function()

@@ -195,16 +195,23 @@ def _add_dynamic_sequence(graphs: LMGraphs) -> None:
     graphs.sequence_dynamic = sequence_dynamic
 
 
-def export_saved_model(run_dir, out_dir, printer=print, model=None, tokenizer=None) -> Path:
-    """Write the SavedModel of the run in ``run_dir`` to ``out_dir`` (replaced if present)."""
-    if model is None:
-        _, tokenizer, model = load_run(run_dir)
+def prepare_saved_model_dir(out_dir) -> Path:
+    """``out_dir`` emptied for a new SavedModel: a missing or empty folder, or an earlier
+    SavedModel (removed); anything else is refused, so no other files are lost."""
     out_dir = Path(out_dir)
     if out_dir.exists():
         if not (out_dir / "saved_model.pb").is_file() and any(out_dir.iterdir()):
             raise KerasSeqError(f"{out_dir} exists and is not a SavedModel; choose another "
                                 "--out or remove it")
         shutil.rmtree(out_dir)
+    return out_dir
+
+
+def export_saved_model(run_dir, out_dir, printer=print, model=None, tokenizer=None) -> Path:
+    """Write the SavedModel of the run in ``run_dir`` to ``out_dir`` (replaced if present)."""
+    if model is None:
+        _, tokenizer, model = load_run(run_dir)
+    out_dir = prepare_saved_model_dir(out_dir)
     module = LMServingModule(model, tokenizer)
     _add_dynamic_sequence(module._graphs)
     signatures = {name: tf.function(module.wrap(getattr(module, name)),
