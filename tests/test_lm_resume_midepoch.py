@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from keras_seq.atomic import KILL_AT_ENV
+from keras_seq.errors import KerasSeqError
 from keras_seq.tasks.classify.config import ClassifyConfig
 from keras_seq.tasks.classify.task import train_classifier
 from keras_seq.tasks.lm.config import LMConfig
@@ -259,13 +260,6 @@ def test_jax_budget_stop_mid_epoch_resumes_exactly(corpus_file, tmp_path):
 def test_a_config_written_before_the_wave_3_fields_still_loads(tmp_path):
     """A run directory written by this version before --softmax/--steps-per-epoch/
     --eval-tokens existed reads with their defaults; any other missing field is refused."""
-    import json
-
-    import pytest
-
-    from keras_seq.errors import KerasSeqError
-    from keras_seq.tasks.lm.config import LMConfig
-
     path = tmp_path / "config.json"
     LMConfig(units=16, steps_per_epoch=3).save(path)
     data = json.loads(path.read_text())
