@@ -118,6 +118,25 @@ def test_measure_reads_the_childs_own_peak_rss(tmp_path):
     assert failed["rc"] == 3
 
 
+def test_measure_adds_up_the_processes_of_a_command(tmp_path):
+    """Two forked children of 150 MB each, side by side: ``ru_maxrss`` sees one of them,
+    the peak memory all three processes (the tree's PSS, sampled every 0.1 s)."""
+    tree = ["python3", "-c",
+            "import os, time\n"
+            "kids = []\n"
+            "for _ in range(2):\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            "        b = b'x' * (150 * 2**20); time.sleep(1.0); os._exit(0)\n"
+            "    kids.append(pid)\n"
+            "for pid in kids:\n"
+            "    os.waitpid(pid, 0)\n"]
+    got = corpus_scaling.measure(tree, tmp_path / "tree.log")
+    assert got["rc"] == 0
+    assert got["max_rss_mb"] < 200  # one child at a time
+    assert got["tree_pss_mb"] > 290 and got["peak_rss_mb"] == got["tree_pss_mb"]
+
+
 def test_sizes_and_bad_flags_say_what_to_do(tmp_path):
     assert corpus_scaling.parse_sizes("100M,1M,16M") == [10**6, 16 * 10**6, 10**8]
     assert corpus_scaling.label(20_000) == "20k" and corpus_scaling.label(10**8) == "100M"

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import keras_seq.ngram.external as external
 from keras_seq.cli import main
 from keras_seq.errors import DataError
 from keras_seq.ngram.arpa import write_arpa
@@ -152,3 +153,35 @@ def test_cli_memory_flag_gives_the_in_memory_arpa(shakespeare_part, tmp_path, ca
     assert main(["ngram", "train", "--data", shakespeare_part, "--memory", "lots",
                  "--out", str(tmp_path / "x.arpa")]) != 0
     assert "--memory must be a size such as 512M" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("order", [2, 5])
+def test_worker_processes_write_the_same_bytes(shakespeare_part, monkeypatch, order):
+    """Blocks formatted by 3 processes (many blocks each) give the in-process file."""
+    data = load_tokenized(shakespeare_part)
+    vocab = Vocabulary.from_lines(data.train)
+    monkeypatch.setattr(external, "PARALLEL_MIN_ROWS", 0)
+    texts = {}
+    for workers in (1, 3):
+        out = io.StringIO()
+        train_kn_bounded(id_chunks_from_lines(data.train, vocab, lines_per_chunk=700), vocab,
+                         order, TINY, out, workers=workers)  # TINY: blocks of 4,096 rows
+        texts[workers] = out.getvalue()
+    assert texts[3] == texts[1]
+    assert texts[1].count("\n") > 3 * 4096  # more blocks than workers
+
+
+def _killed(job):
+    os._exit(9)  # a worker process dying as if the kernel killed it
+
+
+def test_a_dead_worker_is_an_error_and_leaves_no_files(tmp_path, monkeypatch):
+    vocab = Vocabulary(["a", "b"])
+    monkeypatch.setattr(external, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(external, "_worker_block", _killed)
+    with pytest.raises(DataError, match="died.*--workers 1"):
+        train_kn_bounded([np.array([3, 4, EOS] * 100)], vocab, 2, TINY, io.StringIO(),
+                         temp_dir=str(tmp_path), workers=2)
+    assert not _leftovers(tmp_path)
+    with pytest.raises(DataError, match="workers must be at least 1"):
+        train_kn_bounded([np.array([3, EOS])], vocab, 2, TINY, io.StringIO(), workers=0)

@@ -3,7 +3,9 @@
 For each size the corpus comes from :mod:`keras_seq.benchmarks.scaling_text` (one seeded
 stream: the smaller corpora are prefixes of the larger, written once under
 ``--corpus-dir``), and every stage is a fresh ``keras-seq`` (or ``lmplz``) process, timed
-from start to exit, its peak RSS read from ``os.wait4`` (the child's own ``ru_maxrss``):
+from start to exit. Its peak memory is the larger of its largest process's ``ru_maxrss``
+(from ``os.wait4``) and the peak of its whole process tree's PSS, sampled every 0.1 s (so
+``ngram train``'s ARPA worker processes count together, shared pages once):
 
 * ``prepare``: ``data prepare --tokenizer word --min-count 1 --split-ratio 100/0/0`` — every
   token in one train split, the full vocabulary, as ``ngram train`` and ``lmplz`` need;
@@ -92,15 +94,47 @@ def keras_seq_command() -> list[str]:
 # Linux folds the memory a process had before exec into its peak RSS, and a child forked
 # from this (large: Python, numpy, maybe TensorFlow) process starts as a copy of it. So the
 # command is started by a small Python launcher, whose own child's peak is the command's.
-_LAUNCHER = ("import json, os, subprocess, sys\n"
+# ``ru_maxrss`` is the largest single process of the command's tree, so the launcher also
+# samples the whole tree's PSS (shared pages split between the processes that map them,
+# so forked workers are not counted twice) every 0.1 s from /proc.
+_LAUNCHER = ("import json, os, subprocess, sys, threading, time\n"
+             "def tree_kb(root):\n"
+             "    kids = {}\n"
+             "    for name in os.listdir('/proc'):\n"
+             "        try:\n"
+             "            with open(f'/proc/{name}/stat') as f:\n"
+             "                ppid = int(f.read().rsplit(')', 1)[1].split()[1])\n"
+             "        except (OSError, ValueError, IndexError):\n"
+             "            continue\n"
+             "        kids.setdefault(ppid, []).append(name)\n"
+             "    total, todo = 0, [str(root)]\n"
+             "    while todo:\n"
+             "        pid = todo.pop()\n"
+             "        todo += kids.get(int(pid), [])\n"
+             "        try:\n"
+             "            with open(f'/proc/{pid}/smaps_rollup') as f:\n"
+             "                total += next(int(x.split()[1]) for x in f if x.startswith('Pss:'))\n"
+             "        except (OSError, StopIteration, ValueError):\n"
+             "            pass\n"
+             "    return total\n"
+             "peak, done = [0], threading.Event()\n"
+             "def sample(pid):\n"
+             "    while not done.wait(0.1):\n"
+             "        peak[0] = max(peak[0], tree_kb(pid))\n"
              "with open(sys.argv[1], 'wb') as out:\n"
              "    p = subprocess.Popen(sys.argv[2:], stdout=out, stderr=subprocess.STDOUT)\n"
+             "    sampler = threading.Thread(target=sample, args=(p.pid,), daemon=True)\n"
+             "    if os.path.isdir('/proc'):\n"
+             "        sampler.start()\n"
              "    _, status, usage = os.wait4(p.pid, 0)\n"
-             "print(json.dumps([os.waitstatus_to_exitcode(status), usage.ru_maxrss]))\n")
+             "    done.set()\n"
+             "print(json.dumps([os.waitstatus_to_exitcode(status), usage.ru_maxrss, peak[0]]))\n")
 
 
 def measure(cmd: list[str], log: Path) -> dict:
-    """Run ``cmd`` (output to ``log``); its wall time, peak RSS and exit status."""
+    """Run ``cmd`` (output to ``log``); its wall time, exit status and peak memory:
+    ``peak_rss_mb`` is the larger of the largest process's peak RSS and the sampled peak of
+    the whole process tree's PSS (``tree_pss_mb``: what worker processes add together)."""
     start = time.perf_counter()
     launched = subprocess.run([sys.executable, "-c", _LAUNCHER, str(log), *cmd],
                               capture_output=True, text=True, check=False,
@@ -108,8 +142,10 @@ def measure(cmd: list[str], log: Path) -> dict:
     wall = time.perf_counter() - start
     if launched.returncode != 0:
         raise DataError(f"could not start {cmd[0]!r}: {launched.stderr.strip()[-300:]}")
-    rc, max_rss_kb = json.loads(launched.stdout.strip().splitlines()[-1])
-    return {"wall_s": round(wall, 3), "peak_rss_mb": round(max_rss_kb / 1024, 1), "rc": rc}
+    rc, max_rss_kb, tree_kb = json.loads(launched.stdout.strip().splitlines()[-1])
+    return {"wall_s": round(wall, 3), "peak_rss_mb": round(max(max_rss_kb, tree_kb) / 1024, 1),
+            "max_rss_mb": round(max_rss_kb / 1024, 1), "tree_pss_mb": round(tree_kb / 1024, 1),
+            "rc": rc}
 
 
 def _fit_seconds(run_dir: Path) -> float | None:

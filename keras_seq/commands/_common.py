@@ -349,7 +349,7 @@ FLAG_RANGES: dict[str, Range] = {
         "vocab", "embed", "seq_len", "batch", "num_eval", "repeat", "nplm_context", "budget",
         "threads", "max_batch_size", "num_batch_threads", "max_body_bytes", "max_instances",
         "max_text_length", "max_generated_tokens", "max_connections", "distances", "k",
-        "eval_tokens", "lm_steps",
+        "eval_tokens", "lm_steps", "workers",
         "vocab_size",  # the tokenizer checks the rest (subword: ≥ 16) before any work
     ), AT_LEAST_1),
     **dict.fromkeys((

@@ -49,6 +49,10 @@ def register(subparsers) -> None:
     p.add_argument("--temp-dir", default=None, metavar="DIR",
                    help="where --memory spills its sorted runs (default: the system's "
                         "temporary directory; removed afterwards)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes that format the ARPA text with --memory (about half the "
+                        "run; default: one per core, 1: in this process). The file is the "
+                        "same byte for byte")
     p.set_defaults(func=run_train)
 
     p = sub.add_parser("eval", help="perplexity of an ARPA model on a split")
@@ -127,7 +131,7 @@ def run_train(args) -> int:
         result = train_kn_bounded(chunks, vocab, order, memory,
                                   args.out, temp_dir=args.temp_dir,
                                   discount_fallback=not args.no_discount_fallback,
-                                  metadata=meta, progress=_bar)
+                                  metadata=meta, progress=_bar, workers=args.workers)
         _report(args, order, n_predicted, len(vocab), result.counts, start)
         return 0
     counts = NgramCounts.from_stream(vocab.encode(data.train), order, len(vocab))

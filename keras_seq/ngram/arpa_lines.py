@@ -148,7 +148,7 @@ def write_arpa_lines(f, words: WordBytes, cols: np.ndarray, log10_prob,
     ``words`` is a :class:`WordBytes` of the vocabulary; ``log10_backoff=None`` for the
     highest order. Numbers are ``%.7g`` (``-inf`` → -99); ``f`` is a text file.
     """
-    _write_utf8(f, arpa_lines(words, cols, log10_prob, log10_backoff))
+    write_utf8(f, arpa_lines(words, cols, log10_prob, log10_backoff))
 
 
 def arpa_lines(words: WordBytes, cols: np.ndarray, log10_prob, log10_backoff=None) -> bytes:
@@ -188,7 +188,7 @@ def arpa_lines(words: WordBytes, cols: np.ndarray, log10_prob, log10_backoff=Non
     return np.take(source, index).tobytes()  # take with intp indices: the fastest gather
 
 
-def _write_utf8(f, data: bytes) -> None:
+def write_utf8(f, data: bytes) -> None:
     """``data`` into text file ``f``: straight into its byte buffer when it has one and
     writes UTF-8 (decoding and encoding again would cost more than building the lines)."""
     buffer = getattr(f, "buffer", None)

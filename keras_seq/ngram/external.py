@@ -49,19 +49,25 @@ import os
 import re
 import shutil
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from multiprocessing import get_all_start_methods, get_context
 
 import numpy as np
 
 from keras_seq.errors import DataError
 from keras_seq.ngram.arpa import check_arpa_words, write_arpa_header
-from keras_seq.ngram.arpa_lines import WordBytes, write_arpa_lines
+from keras_seq.ngram.arpa_lines import WordBytes, arpa_lines, write_utf8
 from keras_seq.ngram.counts import BOS, EOS, UNK, Vocabulary, check_order
 from keras_seq.ngram.kneser_ney import discounts_from_counts_of_counts
 
 MIN_MEMORY = 64 * 1024
 MIN_ROWS = 4096  # blocks never get smaller than this, whatever the budget
 MIN_MERGE_ROWS = 256
+# Below this many n-grams the ARPA text is formatted in this process: starting worker
+# processes (~0.3 s each) would cost more than they save.
+PARALLEL_MIN_ROWS = 2_000_000
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -399,7 +405,7 @@ def _context_blocks(keys_path, V, n_rows, rows, *paths):
 
 def train_kn_bounded(token_id_chunks, vocab, order: int, memory_bytes: int, out,
                      temp_dir=None, discount_fallback: bool = True, metadata: dict | None = None,
-                     progress=None) -> BoundedKNResult:
+                     progress=None, workers: int | None = None) -> BoundedKNResult:
     """Interpolated modified Kneser-Ney of an id stream, written as ARPA in bounded memory.
 
     Args:
@@ -417,6 +423,10 @@ def train_kn_bounded(token_id_chunks, vocab, order: int, memory_bytes: int, out,
         metadata: extra keys for the ``# keras-seq`` line.
         progress: ``progress(desc, total)`` returning a bar with ``update(n)`` and
             ``close()`` (e.g. ``lambda d, t: tqdm(total=t, desc=d)``).
+        workers: processes that format the ARPA text (about half the run), default
+            :func:`default_workers` (one per core); 1 formats it in this process. Tables of
+            fewer than ``PARALLEL_MIN_ROWS`` n-grams are always formatted here. The file is
+            the same byte for byte either way.
 
     Returns:
         :class:`BoundedKNResult`.
@@ -426,18 +436,22 @@ def train_kn_bounded(token_id_chunks, vocab, order: int, memory_bytes: int, out,
         vocab = Vocabulary(list(vocab))
     check_arpa_words(vocab.words)
     memory = max(int(memory_bytes), MIN_MEMORY)
+    workers = default_workers() if workers is None else int(workers)
+    if workers < 1:
+        raise DataError(f"workers must be at least 1, got {workers}; give 1 to write the "
+                        "ARPA file in this process")
     if temp_dir is not None and not os.path.isdir(temp_dir):
         raise DataError(f"--temp-dir {temp_dir!r} is not a directory; create it or leave the "
                         "flag out to use the system's temporary directory")
     root = tempfile.mkdtemp(prefix="keras-seq-kn-", dir=temp_dir)
     try:
         return _train(_Dir(root), token_id_chunks, vocab, order, memory, out,
-                      discount_fallback, metadata or {}, progress or _no_progress)
+                      discount_fallback, metadata or {}, progress or _no_progress, workers)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _train(d, chunks, vocab, N, memory, out, fallback, metadata, progress):
+def _train(d, chunks, vocab, N, memory, out, fallback, metadata, progress, workers):
     V = len(vocab)
     ids_path, pos_path = d.path("ids"), d.path("pos")
     tokens = _TokenWriter(ids_path, pos_path, V)
@@ -554,74 +568,136 @@ def _train(d, chunks, vocab, N, memory, out, fallback, metadata, progress):
     if isinstance(out, (str, os.PathLike)):
         with open(out, "w", encoding="utf-8", newline="\n") as f:
             _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows,
-                   progress)
+                   progress, workers)
     else:
-        _write(d, out, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows, progress)
+        _write(d, out, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows, progress,
+               workers)
     return BoundedKNResult(counts, meta["discounts"], T - tokens.n_sentences,
                            tokens.n_sentences, n_runs[1:])
 
 
-def _backoff_block(ctx_iter, state, b0, b1):
-    """log10 backoffs of rows b0..b1 from the (context id, value) stream (monotone ids)."""
+@dataclass(frozen=True)
+class _OrderFiles:
+    """The temporary files one order's ARPA lines are made from (paths; ``None``: n/a)."""
+
+    n: int
+    N: int
+    V: int
+    probs: str
+    keys: str | None = None       # order ≥ 2: the sorted packed keys
+    prev_cols: str | None = None  # order ≥ 2: the word columns of order n - 1
+    cols: str | None = None       # order < N: this order's word columns go here
+    bo_ctx: str | None = None     # order < N: rows with a backoff, ascending
+    bo_val: str | None = None     # order < N: their log10 backoffs
+
+
+def _backoff_rows(o: _OrderFiles, b0: int, b1: int) -> np.ndarray:
+    """log10 backoffs of rows b0..b1 (0 where a row is no context)."""
     bo = np.zeros(b1 - b0)
-    while True:
-        ctx, val = state
-        if ctx.size:
-            take = int(np.searchsorted(ctx, b1, side="left"))
-            bo[ctx[:take] - b0] = val[:take]
-            state[0], state[1] = ctx[take:], val[take:]
-            if take < ctx.size:
-                return bo
-        nxt = next(ctx_iter, None)
-        if nxt is None:
-            return bo
-        state[0], state[1] = nxt
+    if os.path.getsize(o.bo_ctx) == 0:
+        return bo
+    ctx = np.memmap(o.bo_ctx, dtype=np.int64, mode="r")
+    i0, i1 = (int(i) for i in np.searchsorted(ctx, [b0, b1], side="left"))
+    bo[np.asarray(ctx[i0:i1]) - b0] = _read(o.bo_val, np.float64, i0, i1)
+    del ctx
+    return bo
 
 
-def _pairs(ctx_path, val_path, rows):
-    return zip(_blocks(ctx_path, np.int64, rows), _blocks(val_path, np.float64, rows))
+def _arpa_block(words: WordBytes, o: _OrderFiles, b0: int, b1: int) -> bytes:
+    """The ARPA lines of rows b0..b1 of order ``o.n``; their word columns also go to
+    ``o.cols`` (at the rows' place, so blocks can be written in any order)."""
+    p = _read(o.probs, np.float64, b0, b1)
+    if o.n == 1:
+        cols = np.arange(b0, b1, dtype=np.int64)[:, None]
+        if b0 <= BOS < b1:
+            p[BOS - b0] = 0.0
+    else:
+        keys = _read(o.keys, np.int64, b0, b1)
+        prefix = keys // o.V
+        lo, hi = int(prefix[0]), int(prefix[-1]) + 1
+        before = _read(o.prev_cols, np.int64, lo, hi, width=o.n - 1)
+        cols = np.concatenate([before[prefix - lo], (keys % o.V)[:, None]], axis=1)
+    if o.cols:
+        fd = os.open(o.cols, os.O_WRONLY)
+        try:
+            os.pwrite(fd, cols.tobytes(), b0 * o.n * 8)
+        finally:
+            os.close(fd)
+    with np.errstate(divide="ignore"):
+        lp = np.minimum(0.0, np.log10(p))
+    bo = _backoff_rows(o, b0, b1) if o.n < o.N else None
+    return arpa_lines(words, cols, lp, bo)
 
 
-def _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows, progress):
+_WORKER_WORDS: WordBytes | None = None  # a worker process's vocabulary, set once
+
+
+def _start_worker(words: list[str]) -> None:
+    global _WORKER_WORDS
+    _WORKER_WORDS = WordBytes(words)
+
+
+def _worker_block(job) -> bytes:
+    return _arpa_block(_WORKER_WORDS, *job)
+
+
+def _worker_context():
+    """``fork`` where there is one: a forked worker starts at once and never re-imports the
+    caller's ``__main__`` (``spawn`` would re-run a script that lacks a main guard). The
+    workers only run numpy on their own arrays, so the parent's threads do not matter."""
+    return get_context("fork" if "fork" in get_all_start_methods() else "spawn")
+
+
+def default_workers() -> int:
+    """Processes that format ARPA text by default: one per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows, progress,
+           workers):
+    """The ARPA text, order by order, in blocks of rows. With ``workers`` > 1 (and enough
+    rows to pay for starting them) the blocks of an order are formatted by a pool of
+    processes and written here in order; each order waits for the one before, whose word
+    columns it reads."""
     write_arpa_header(f, meta, False, counts)
     words = WordBytes(vocab.words)
-    rows = min(block_rows, 100_000)
+    rows = min(block_rows, 100_000)  # a block of lines takes ~1 KB per row while it is built
     bar = progress("writing ARPA", sum(counts))
-    prev_cols = None
-    for n in range(1, N + 1):
-        f.write(f"\n\\{n}-grams:\n")
-        size = counts[n - 1]
-        cols_path = d.path(f"cols{n}") if n < N else None
-        cf = open(cols_path, "wb") if cols_path else None
-        bo_iter = _pairs(*backoffs[n], rows) if n < N else None
-        bo_state = [np.empty(0, dtype=np.int64), np.empty(0)]
-        try:
-            for b0 in range(0, size, rows):
-                b1 = min(size, b0 + rows)
-                p = _read(probs[n], np.float64, b0, b1)
-                if n == 1:
-                    cols = np.arange(b0, b1, dtype=np.int64)[:, None]
-                    p = p.copy()
-                    if b0 <= BOS < b1:
-                        p[BOS - b0] = 0.0
-                else:
-                    keys = _read(tables[n]["keys"], np.int64, b0, b1)
-                    prefix = keys // V
-                    lo, hi = int(prefix[0]), int(prefix[-1]) + 1
-                    before = _read(prev_cols, np.int64, lo, hi, width=n - 1)
-                    cols = np.concatenate([before[prefix - lo], (keys % V)[:, None]], axis=1)
-                if cf:
-                    cols.tofile(cf)
-                with np.errstate(divide="ignore"):
-                    lp = np.minimum(0.0, np.log10(p))
-                bo = _backoff_block(bo_iter, bo_state, b0, b1) if n < N else None
-                write_arpa_lines(f, words, cols, lp, bo)
+    pool = None
+    if workers > 1 and sum(counts) >= PARALLEL_MIN_ROWS:
+        rows = min(rows, 50_000)  # every worker holds a block: smaller ones, same total
+        pool = ProcessPoolExecutor(workers, mp_context=_worker_context(),
+                                   initializer=_start_worker, initargs=(list(vocab.words),))
+    try:
+        prev_cols = None
+        for n in range(1, N + 1):
+            f.write(f"\n\\{n}-grams:\n")
+            o = _OrderFiles(n, N, V, probs[n],
+                            keys=tables[n]["keys"] if n > 1 else None, prev_cols=prev_cols,
+                            cols=d.path(f"cols{n}") if n < N else None,
+                            bo_ctx=backoffs[n][0] if n < N else None,
+                            bo_val=backoffs[n][1] if n < N else None)
+            if o.cols:
+                open(o.cols, "wb").close()
+            spans = [(b0, min(counts[n - 1], b0 + rows)) for b0 in range(0, counts[n - 1], rows)]
+            if pool is None:
+                blocks = (_arpa_block(words, o, b0, b1) for b0, b1 in spans)
+            else:
+                blocks = pool.map(_worker_block, [(o, b0, b1) for b0, b1 in spans])
+            for (b0, b1), data in zip(spans, blocks):
+                write_utf8(f, data)
                 bar.update(b1 - b0)
-        finally:
-            if cf:
-                cf.close()
-        if prev_cols:
-            os.remove(prev_cols)
-        prev_cols = cols_path
+            if prev_cols:
+                os.remove(prev_cols)
+            prev_cols = o.cols
+    except BrokenProcessPool:
+        raise DataError("a process writing the ARPA file died (out of memory?); run again "
+                        "with a smaller --memory or with --workers 1") from None
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     f.write("\n\\end\\\n")
     bar.close()
