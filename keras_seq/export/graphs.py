@@ -179,6 +179,17 @@ class LMGraphs:
             return h + x
         return h
 
+    def _head(self, x):
+        """The output layer applied to rows: ``(B, F)`` → ``(B, V)`` as is, ``(B, T, F)``
+        reshaped to ``(B·T, F)`` and back. XNNPACK leaves a rank-3 ``FULLY_CONNECTED``
+        (``keep_num_dims``) to LiteRT's builtin kernel: a step took 2–3× as long that way
+        (docs/export-and-on-device.md, "The output layer on rows")."""
+        if x.shape.rank == 2:
+            return self.model.head(x)  # (B, V)
+        rows = self.model.head(tf.reshape(x, (-1, x.shape[-1])))  # (B·T, V)
+        lead = [d if d is not None else tf.shape(x)[i] for i, d in enumerate(x.shape[:-1])]
+        return tf.reshape(rows, [*lead, rows.shape[-1]])  # (B, T, V)
+
     def _outputs(self, logits) -> dict:
         """``{"logits": …}``, or ``{"scores": softmax}`` for ``output="scores"``."""
         if self.output == "scores":
@@ -200,8 +211,7 @@ class LMGraphs:
             next_states = next_states if isinstance(next_states, (list, tuple)) \
                 else [next_states]
             new.append(list(next_states))
-        logits = m.head(x[:, None, :])[:, 0, :]  # (B, V)
-        return {**self._outputs(logits), **self._join_states(new)}
+        return {**self._outputs(self._head(x)), **self._join_states(new)}  # logits (B, V)
 
     def sequence(self, tokens, **states):
         """``tokens (B, T)`` + states → ``{"logits": (B, T, V), **final states}``.
@@ -223,7 +233,7 @@ class LMGraphs:
                 outs.append(h)
             x = self._layer_output(x, tf.stack(outs, axis=1))  # (B, T, U)
             new.append(layer_states)
-        return {**self._outputs(m.head(x)), **self._join_states(new)}
+        return {**self._outputs(self._head(x)), **self._join_states(new)}
 
     # -- fused (internal state) graphs ---------------------------------------------------
     def _fused_weights(self, rnn):
@@ -251,7 +261,7 @@ class LMGraphs:
         for rnn in m.rnns:
             zeros = tf.zeros((batch, self.units), tf.float32)
             _, x, _, _, _ = fused_lstm(x, zeros, zeros, *self._fused_weights(rnn))  # (B,T,U)
-        return {"logits": m.head(x)}
+        return {"logits": self._head(x)}
 
     def fused_step(self, token):
         """``token (B,)`` → ``{"logits": (B, V)}``: a length-1 fused sequence."""

@@ -7,6 +7,8 @@ subprocess, so that a crash fails the test instead of killing pytest.
 import hashlib
 import json
 import shutil
+from pathlib import Path
+from types import SimpleNamespace
 
 import flatbuffers
 import numpy as np
@@ -164,6 +166,17 @@ def test_nan_weights_are_refused_at_the_first_step(folder, models):
     lm = LiteRTLM(_damaged(folder, "nan", bytes(data)))
     with pytest.raises(KerasSeqError, match="nan.tflite produced .* NaN .*weights are damaged"):
         lm.step(lm.start_id())
+
+
+def test_the_finite_check_refuses_nan_and_inf_but_not_a_large_finite_value():
+    """The one-dot-product check: a square that overflows is not an error."""
+    lm = SimpleNamespace(path=Path("m.tflite"))
+    big = np.full(4, 3e38, np.float32)  # finite, its square is inf in float32
+    assert LiteRTLM._finite(lm, big, "logits") is big
+    for bad, kind in ((np.nan, "1 NaN and 0 infinite"), (-np.inf, "0 NaN and 1 infinite")):
+        values = np.array([0.5, bad, 2.0], np.float32)
+        with pytest.raises(KerasSeqError, match=f"m.tflite produced {kind} logits"):
+            LiteRTLM._finite(lm, values, "logits")
 
 
 def test_demo_command_reports_a_damaged_model(folder, capsys):
