@@ -121,6 +121,40 @@ def test_quantized_variants_really_store_int8_weights(export_all):
     assert float_ops(out / "step_dynamic.tflite") and not float_ops(out / "step_int8.tflite")
 
 
+def fully_connected_input_ranks(flat: bytes) -> list[tuple[int, bool]]:
+    """(rank of the input, keep_num_dims) of every ``FULLY_CONNECTED`` in a model."""
+    from ai_edge_litert import schema_py_generated as schema
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    model = flatbuffer_utils.read_model_from_bytearray(bytearray(flat))
+    codes = [flatbuffer_utils.get_builtin_code_from_operator_code(c)
+             for c in model.operatorCodes]
+    found = []
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            if codes[op.opcodeIndex] == schema.BuiltinOperator.FULLY_CONNECTED:
+                found.append((len(graph.tensors[op.inputs[0]].shape),
+                              bool(op.builtinOptions.keepNumDims)))
+    return found
+
+
+def test_every_output_layer_reads_rows(export_all, tied_lstmp):
+    """XNNPACK leaves a rank-3 ``FULLY_CONNECTED`` (keep_num_dims) to LiteRT's builtin
+    kernel, which made the step 2–3× slower: in the step graphs every one reads 2-D rows.
+    (The sequence graphs get a rank-3 one back from the converter, which folds the
+    reshapes around it.)"""
+    out, manifest = export_all
+    for entry in manifest["models"]:
+        if not entry["name"].startswith("step"):
+            continue
+        ranks = fully_connected_input_ranks((out / entry["file"]).read_bytes())
+        assert ranks and set(ranks) == {(2, False)}, (entry["name"], ranks)
+    saved, _, _ = tied_lstmp
+    for variant in SHARED_TABLE_VARIANTS:
+        assert set(fully_connected_input_ranks(convert(saved, "step", variant)[0])) == \
+            {(2, False)}, variant
+
+
 def test_sequence_model_scores_like_the_step_model(export_all):
     out, _ = export_all
     ids = LiteRTLM(out / "step_float32.tflite").tokenizer.encode("the cat sat on a mat\n" * 3)

@@ -183,7 +183,9 @@ class LMGraphs:
         """The output layer applied to rows: ``(B, F)`` → ``(B, V)`` as is, ``(B, T, F)``
         reshaped to ``(B·T, F)`` and back. XNNPACK leaves a rank-3 ``FULLY_CONNECTED``
         (``keep_num_dims``) to LiteRT's builtin kernel: a step took 2–3× as long that way
-        (docs/export-and-on-device.md, "The output layer on rows")."""
+        (docs/export-and-on-device.md, "The output layer on rows"). The step graphs keep
+        the 2-D layer; in the sequence graphs the converter folds the reshapes back into a
+        rank-3 one."""
         if x.shape.rank == 2:
             return self.model.head(x)  # (B, V)
         rows = self.model.head(tf.reshape(x, (-1, x.shape[-1])))  # (B·T, V)
@@ -255,17 +257,22 @@ class LMGraphs:
                 f"the fused TFLite LSTM needs plain LSTM layers (tanh/sigmoid, no CIFG, no "
                 f"projection); this "
                 f"model has cell {self.model.cell!r}; export the explicit-state step model")
+        return {"logits": self._head(self._fused_hidden(tokens))}
+
+    def _fused_hidden(self, tokens):
+        """The last fused layer's outputs ``(B, T, U)``."""
         m = self.model
         x = self._embed(tokens)  # (B, T, E)
         batch = x.shape[0]
         for rnn in m.rnns:
             zeros = tf.zeros((batch, self.units), tf.float32)
             _, x, _, _, _ = fused_lstm(x, zeros, zeros, *self._fused_weights(rnn))  # (B,T,U)
-        return {"logits": self._head(x)}
+        return x
 
     def fused_step(self, token):
         """``token (B,)`` → ``{"logits": (B, V)}``: a length-1 fused sequence."""
-        return {"logits": self.fused_sequence(tf.reshape(token, (-1, 1)))["logits"][:, 0]}
+        hidden = self._fused_hidden(tf.reshape(token, (-1, 1)))[:, 0]  # (B, U)
+        return {"logits": self._head(hidden)}  # (B, V)
 
     # -- concrete functions with static signatures ------------------------------------------
     def _state_specs(self, batch):
