@@ -185,3 +185,12 @@ def test_a_dead_worker_is_an_error_and_leaves_no_files(tmp_path, monkeypatch):
     assert not _leftovers(tmp_path)
     with pytest.raises(DataError, match="workers must be at least 1"):
         train_kn_bounded([np.array([3, EOS])], vocab, 2, TINY, io.StringIO(), workers=0)
+
+
+def test_default_workers_fit_the_cores_and_the_memory_budget(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert external.default_workers(parse_memory("1G")) == 8  # at most 8
+    assert external.default_workers(parse_memory("256M")) == 2  # one per 128 MB
+    assert external.default_workers(parse_memory("64K")) == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert external.default_workers(parse_memory("4G")) == 1  # one core

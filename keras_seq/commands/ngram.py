@@ -51,8 +51,8 @@ def register(subparsers) -> None:
                         "temporary directory; removed afterwards)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes that format the ARPA text with --memory (about half the "
-                        "run; default: one per core, 1: in this process). The file is the "
-                        "same byte for byte")
+                        "run; default: one per core, at most 8 and one per 128M of --memory; "
+                        "1: in this process). The file is the same byte for byte")
     p.set_defaults(func=run_train)
 
     p = sub.add_parser("eval", help="perplexity of an ARPA model on a split")

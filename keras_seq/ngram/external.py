@@ -68,6 +68,8 @@ MIN_MERGE_ROWS = 256
 # Below this many n-grams the ARPA text is formatted in this process: starting worker
 # processes (~0.3 s each) would cost more than they save.
 PARALLEL_MIN_ROWS = 2_000_000
+MAX_DEFAULT_WORKERS = 8  # the main process writes their output in order: more rarely pays
+WORKER_MEMORY = 128 << 20
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -424,9 +426,9 @@ def train_kn_bounded(token_id_chunks, vocab, order: int, memory_bytes: int, out,
         progress: ``progress(desc, total)`` returning a bar with ``update(n)`` and
             ``close()`` (e.g. ``lambda d, t: tqdm(total=t, desc=d)``).
         workers: processes that format the ARPA text (about half the run), default
-            :func:`default_workers` (one per core); 1 formats it in this process. Tables of
-            fewer than ``PARALLEL_MIN_ROWS`` n-grams are always formatted here. The file is
-            the same byte for byte either way.
+            :func:`default_workers` (one per core, within the memory budget); 1 formats it
+            in this process. Tables of fewer than ``PARALLEL_MIN_ROWS`` n-grams are always
+            formatted here. The file is the same byte for byte either way.
 
     Returns:
         :class:`BoundedKNResult`.
@@ -436,7 +438,7 @@ def train_kn_bounded(token_id_chunks, vocab, order: int, memory_bytes: int, out,
         vocab = Vocabulary(list(vocab))
     check_arpa_words(vocab.words)
     memory = max(int(memory_bytes), MIN_MEMORY)
-    workers = default_workers() if workers is None else int(workers)
+    workers = default_workers(memory) if workers is None else int(workers)
     if workers < 1:
         raise DataError(f"workers must be at least 1, got {workers}; give 1 to write the "
                         "ARPA file in this process")
@@ -648,12 +650,19 @@ def _worker_context():
     return get_context("fork" if "fork" in get_all_start_methods() else "spawn")
 
 
-def default_workers() -> int:
-    """Processes that format ARPA text by default: one per core this process may use."""
+def default_workers(memory_bytes: int) -> int:
+    """Processes that format ARPA text by default: one per core this process may use, at
+    most :data:`MAX_DEFAULT_WORKERS`, and one per :data:`WORKER_MEMORY` of the budget (a
+    worker holds a block of lines while it builds it, ~1 KB a row).
+
+    >>> default_workers(64 * 1024)
+    1
+    """
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_DEFAULT_WORKERS, int(memory_bytes) // WORKER_MEMORY))
 
 
 def _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows, progress,
