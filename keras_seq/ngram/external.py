@@ -634,9 +634,9 @@ def _arpa_block(words: WordBytes, o: _OrderFiles, b0: int, b1: int) -> bytes:
 _WORKER_WORDS: WordBytes | None = None  # a worker process's vocabulary, set once
 
 
-def _start_worker(words: list[str]) -> None:
+def _start_worker(words: WordBytes) -> None:
     global _WORKER_WORDS
-    _WORKER_WORDS = WordBytes(words)
+    _WORKER_WORDS = words
 
 
 def _worker_block(job) -> bytes:
@@ -679,7 +679,7 @@ def _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows,
     if workers > 1 and sum(counts) >= PARALLEL_MIN_ROWS:
         rows = min(rows, 50_000)  # every worker holds a block: smaller ones, same total
         pool = ProcessPoolExecutor(workers, mp_context=_worker_context(),
-                                   initializer=_start_worker, initargs=(list(vocab.words),))
+                                   initializer=_start_worker, initargs=(words,))
     try:
         prev_cols = None
         for n in range(1, N + 1):
