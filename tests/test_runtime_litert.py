@@ -125,3 +125,33 @@ def test_generation_never_produces_pad_or_unk_and_eos_is_a_line_break(export):
     lm.feed_ids([int(tok.encode("sat")[0])])
     assert lm.token_text(int(tok.encode("sat")[0])) == " sat"
     assert lm.token_text(tok.eos_id) == "\n"
+
+
+@pytest.mark.parametrize("name", ["step_dynamic", "step_fused_float32"])
+def test_the_in_place_step_gives_the_copying_steps_numbers(export, name):
+    out, _ = export
+    fast, copying = LiteRTLM(out / f"{name}.tflite"), LiteRTLM(out / f"{name}.tflite",
+                                                                zero_copy=False)
+    assert fast._buffers is not None and copying._buffers is None
+    ids = fast.tokenizer.encode("the cat sat on a mat\nthe dog ran\n" * 3)
+    kept = []
+    for t in ids:
+        a, b = fast.step(int(t)), copying.step(int(t))
+        np.testing.assert_array_equal(a, b)  # bit for bit: the same kernels, same inputs
+        kept.append(a)
+        for n in fast.state_names:
+            np.testing.assert_array_equal(fast.states[n], copying.states[n])
+    # every step returns its own array: a later step does not overwrite an earlier one
+    assert not np.array_equal(kept[0], kept[-1])
+    np.testing.assert_array_equal(kept[0], LiteRTLM(out / f"{name}.tflite").step(int(ids[0])))
+    fast.reset()  # a new stream starts from the zero state again
+    np.testing.assert_array_equal(fast.step(int(ids[0])), kept[0])
+
+
+def test_a_sequence_model_keeps_the_copying_path(export):
+    out, _ = export
+    lm = LiteRTLM(out / "sequence_float32.tflite")
+    assert lm._buffers is None
+    ids = lm.tokenizer.encode("the cat sat on a mat\n")
+    np.testing.assert_allclose(lm.score_ids(ids),
+                               LiteRTLM(out / "step_float32.tflite").score_ids(ids), atol=1e-4)
