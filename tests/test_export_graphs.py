@@ -151,3 +151,30 @@ def test_every_variant_stays_close_to_keras(cell, layers, tmp_path):
         err = np.abs(got - ref).max()
         tol = 1e-5 if variant == "float32" else REL_TOL[cell, layers][variant] * np.ptp(ref)
         assert err < tol, (variant, err, np.ptp(ref))
+
+
+@pytest.mark.parametrize("cell, kwargs", [("rnn", {}), ("lstm", {}), ("gru", {}),
+                                          ("lstmp", {"proj_units": 8,
+                                                     "coupled_input_forget": True})])
+def test_the_merged_gate_matmul_is_the_cells_own_step(cell, kwargs):
+    """``merged_step`` ([x, h] @ [kernel; recurrent_kernel]) is what the export graphs call;
+    it must be ``call`` exactly, and absent where the recurrent term is not a sum (GRU)."""
+    import keras
+
+    keras.utils.set_random_seed(1)
+    lm = RecurrentLM(VOCAB, embed_dim=UNITS, units=UNITS, cell=cell, **kwargs)
+    lm(np.zeros((1, 2), "int32"))
+    layer_cell = lm.rnns[0].cell
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, UNITS)).astype("float32")
+    sizes = layer_cell.state_size if isinstance(layer_cell.state_size, list) else \
+        [layer_cell.state_size]
+    states = [rng.standard_normal((3, n)).astype("float32") for n in sizes]
+    merged = layer_cell.merged_step(x, states)
+    if cell == "gru":
+        assert merged is None
+        return
+    h, new = layer_cell.call(x, states, training=False)
+    np.testing.assert_allclose(merged[0], h, atol=1e-5)
+    for a, b in zip(merged[1], new):
+        np.testing.assert_allclose(a, b, atol=1e-5)

@@ -43,9 +43,10 @@ from keras_seq.tasks.lm.evaluation import load_run
 MAX_LOGIT_DIFF = {"float32": 1e-5, "float16": 2e-3, "dynamic": 0.07, "int8": 1.0,
                   "int16x8": 0.08}
 PPL_TOLERANCE_PCT = 1.5
-# the exported step graph's weights: embedding and head (16 × 64 as stored), LSTM kernels
-# (256 × 64 transposed for FULLY_CONNECTED)
-WEIGHT_SHAPES = {(16, LEARNED_UNITS), (4 * LEARNED_UNITS, LEARNED_UNITS)}
+# the exported step graph's weights: embedding and head (16 × 64 as stored), and the LSTM's
+# input and recurrent kernels as one (LMGraphs._cell_step), [x, h] (2·64) → 4·64 transposed
+# for FULLY_CONNECTED
+WEIGHT_SHAPES = {(16, LEARNED_UNITS), (4 * LEARNED_UNITS, 2 * LEARNED_UNITS)}
 
 
 def parity_failures(p: dict, variant: str) -> list[str]:
@@ -153,6 +154,23 @@ def test_every_output_layer_reads_rows(export_all, tied_lstmp):
     for variant in SHARED_TABLE_VARIANTS:
         assert set(fully_connected_input_ranks(convert(saved, "step", variant)[0])) == \
             {(2, False)}, variant
+
+
+def test_an_lstm_step_is_one_gate_matmul_in_one_xnnpack_partition(export_all, tied_lstmp):
+    """The gates' input and recurrent matmuls are one ``FULLY_CONNECTED``
+    (``LMGraphs._cell_step``). As two, the recurrent one ran before the embedding lookup,
+    which XNNPACK does not take, and the step was split into two XNNPACK partitions."""
+    out, _ = export_all
+    saved, _, _ = tied_lstmp
+    for name, flat, matmuls in (
+            ("step_float32", (out / "step_float32.tflite").read_bytes(), 2),  # gates, head
+            ("step_dynamic", (out / "step_dynamic.tflite").read_bytes(), 2),
+            ("lstmp int4", convert(saved, "step", "int4")[0], 3)):  # + the projection
+        assert len(fully_connected_input_ranks(flat)) == matmuls, name
+        interpreter = Interpreter(model_content=flat)
+        interpreter.allocate_tensors()
+        ops = [op["op_name"] for op in interpreter._get_ops_details()]
+        assert ops.count("DELEGATE") == 1, (name, ops)
 
 
 def test_sequence_model_scores_like_the_step_model(export_all):
@@ -321,12 +339,12 @@ def test_shared_table_variant_stores_the_tied_table_once_quantized(tied_lstmp, v
     assert _tensor_types(float_flat)[(300, 32)] == [(FLOAT32, 4 * 300 * 32)]
     types = _tensor_types(flat)
     assert types[(300, 32)] == [packed(300 * 32)], types[(300, 32)]  # one copy, quantized
-    # the LSTMP kernels: (3·64, 32) input and recurrent (CIFG), (32, 64) projection
-    assert types[(192, 32)] == [packed(192 * 32)] * 2 and types[(32, 64)] == [packed(32 * 64)]
+    # the LSTMP kernels: (3·64, 32 + 32) input and recurrent as one (CIFG), (32, 64) projection
+    assert types[(192, 64)] == [packed(192 * 64)] and types[(32, 64)] == [packed(32 * 64)]
     assert "EMBEDDING_LOOKUP" in op_list(flat) and "GATHER" not in op_list(flat)
     # what one step reads: the three kernels and the output layer packed at `bits`, one
     # packed table row, and the gates' float32 bias
-    packed_weights = (2 * 192 * 32 + 32 * 64 + 300 * 32 + 32) * bits // 8
+    packed_weights = (192 * 64 + 32 * 64 + 300 * 32 + 32) * bits // 8
     assert weight_bytes_per_token(flat) == packed_weights + 4 * 192
     ids = np.random.default_rng(0).integers(0, 300, 30)
     ref, got = _logits(float_flat, ids, graphs), _logits(flat, ids, graphs)

@@ -192,6 +192,17 @@ class LMGraphs:
         lead = [d if d is not None else tf.shape(x)[i] for i, d in enumerate(x.shape[:-1])]
         return tf.reshape(rows, [*lead, rows.shape[-1]])  # (B, T, V)
 
+    @staticmethod
+    def _cell_step(cell, x, states: list):
+        """One step of ``cell``: ``x (B, D)`` + states → ``(h, states)``. keras-seq's LSTM,
+        LSTMP and SimpleRNN cells take their input and recurrent matmuls as one
+        (``merged_step``): one ``FULLY_CONNECTED`` instead of two and an ``ADD``, and in
+        the step graph XNNPACK gets one partition (the recurrent matmul no longer runs
+        before the embedding lookup it does not take). Other cells: their own ``call``."""
+        merged = getattr(cell, "merged_step", None)
+        out = merged(x, states) if merged is not None else None
+        return out if out is not None else cell.call(x, states, training=False)
+
     def _outputs(self, logits) -> dict:
         """``{"logits": …}``, or ``{"scores": softmax}`` for ``output="scores"``."""
         if self.output == "scores":
@@ -208,7 +219,7 @@ class LMGraphs:
         new = []
         for rnn, layer_states in zip(m.rnns, self._split_states(states)):
             # h: (B, U), or (B, P) for lstmp
-            h, next_states = rnn.cell.call(x, list(layer_states), training=False)
+            h, next_states = self._cell_step(rnn.cell, x, list(layer_states))
             x = self._layer_output(x, h)
             next_states = next_states if isinstance(next_states, (list, tuple)) \
                 else [next_states]
@@ -229,7 +240,7 @@ class LMGraphs:
         for rnn, layer_states in zip(m.rnns, self._split_states(states)):
             layer_states, outs = list(layer_states), []
             for t in range(steps):
-                h, layer_states = rnn.cell.call(x[:, t], layer_states, training=False)
+                h, layer_states = self._cell_step(rnn.cell, x[:, t], layer_states)
                 layer_states = list(layer_states) if isinstance(layer_states, (list, tuple)) \
                     else [layer_states]
                 outs.append(h)

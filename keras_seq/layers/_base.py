@@ -256,6 +256,34 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
         params = self.step_params(training=training)
         return self.recurrent_step(x_proj, list(states), params, rec_mask)
 
+    # Cells whose recurrent term is added to the input projection (z = x·W + h·R + b) set
+    # this, and their recurrent_step skips h·R when params["recurrent_kernel"] is None.
+    merges_recurrent_matmul = False
+
+    def merged_step(self, inputs, states):
+        """One inference step (no dropout) with the input and recurrent matmuls as one:
+        ``[x, h_prev] @ [kernel; recurrent_kernel] + bias``, then the cell's gates. The
+        same math as ``call(inputs, states)``; an exporter uses it so TFLite gets one
+        ``FULLY_CONNECTED`` per step and XNNPACK one partition. ``None`` for cells whose
+        recurrent term is not a plain sum (GRU's reset gate acts on it).
+
+        >>> import numpy as np
+        >>> from keras_seq.layers.lstm import LSTMCell
+        >>> cell = LSTMCell(3); cell.build((None, 2))
+        >>> x, states = np.ones((1, 2), "float32"), [np.full((1, 3), 0.5, "float32")] * 2
+        >>> np.allclose(cell.merged_step(x, states)[0], cell(x, states)[0], atol=1e-6)
+        True
+        """
+        if not self.merges_recurrent_matmul:
+            return None
+        params = self.step_params(training=False)
+        h_tm1 = states[0]  # (B, P) for lstmp, else (B, U)
+        weights = ops.concatenate([read(self.kernel), params["recurrent_kernel"]], axis=0)
+        z = ops.matmul(ops.concatenate([inputs, h_tm1], axis=-1), weights)  # (B, G·U)
+        bias = self._input_bias() if self.use_bias else None
+        z = z if bias is None else ops.add(z, bias)
+        return self.recurrent_step(z, list(states), {**params, "recurrent_kernel": None})
+
     def get_initial_state(self, batch_size=None):
         sizes = self.state_size if isinstance(self.state_size, (list, tuple)) else [self.state_size]
         return [ops.zeros((batch_size, size), dtype=self.compute_dtype) for size in sizes]

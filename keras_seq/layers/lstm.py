@@ -131,7 +131,8 @@ class LSTMCell(BaseCell):
         h_tm1, c_tm1 = states  # (B, U), (B, U)
         if rec_mask is not None:
             h_tm1 = h_tm1 * rec_mask
-        z = x_proj + ops.matmul(h_tm1, params["recurrent_kernel"])  # (B, G·U)
+        kernel = params["recurrent_kernel"]  # None: x_proj holds h·R already (merged_step)
+        z = x_proj if kernel is None else x_proj + ops.matmul(h_tm1, kernel)  # (B, G·U)
         act, gate = self.activation, self.recurrent_activation
         if self.coupled_input_forget:
             z_f, z_c, z_o = ops.split(z, 3, axis=-1)  # 3 × (B, U)
@@ -144,6 +145,7 @@ class LSTMCell(BaseCell):
         h = gate(z_o) * act(c)  # (B, U)
         return h, [h, c]
 
+    merges_recurrent_matmul = True  # z = x·W + h·R + b: see BaseCell.merged_step
     cudnn_kind = "lstm"
 
     def cudnn_sequence(self, sequences, states, mask, params, return_sequences, go_backwards):

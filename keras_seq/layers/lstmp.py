@@ -125,7 +125,8 @@ class LSTMPCell(LSTMCell):
         h_tm1, c_tm1 = states  # (B, P), (B, U)
         if rec_mask is not None:
             h_tm1 = h_tm1 * rec_mask  # (B, P)
-        z = x_proj + ops.matmul(h_tm1, params["recurrent_kernel"])  # (B, G·U)
+        kernel = params["recurrent_kernel"]  # None: x_proj holds h·R already (merged_step)
+        z = x_proj if kernel is None else x_proj + ops.matmul(h_tm1, kernel)  # (B, G·U)
         act, gate = self.activation, self.recurrent_activation
         if self.coupled_input_forget:
             z_f, z_c, z_o = ops.split(z, 3, axis=-1)  # 3 × (B, U)

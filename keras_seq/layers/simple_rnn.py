@@ -83,8 +83,12 @@ class SimpleRNNCell(BaseCell):
         h_tm1 = states[0]  # (B, U)
         if rec_mask is not None:
             h_tm1 = h_tm1 * rec_mask
-        h = self.activation(x_proj + ops.matmul(h_tm1, params["recurrent_kernel"]))  # (B, U)
+        kernel = params["recurrent_kernel"]  # None: x_proj holds h·R already (merged_step)
+        z = x_proj if kernel is None else x_proj + ops.matmul(h_tm1, kernel)  # (B, U)
+        h = self.activation(z)  # (B, U)
         return h, [h]
+
+    merges_recurrent_matmul = True  # z = x·W + h·R + b: see BaseCell.merged_step
 
     def supports_fused(self):
         return activation_name(self.activation) in ("tanh", "relu")
