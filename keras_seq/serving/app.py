@@ -370,7 +370,15 @@ def guarded_protocol(read_timeout_s: float, max_connections: int):
         def data_received(self, data):
             if self._read_timer is None and self.conn.their_state is h11.IDLE:
                 self._start_read_timer()  # the first byte of a request on a kept-alive one
-            super().data_received(data)
+            # h11 refuses a request head over its limit (16 KiB) only when the head is still
+            # incomplete at the end of a read, so a 64 KiB header that arrived in one read
+            # got through (and one that arrived in two did not). Fed in pieces of the limit,
+            # a head that is too long is refused, with a 400, however it arrives.
+            piece = self.config.h11_max_incomplete_event_size or 16 * 1024  # h11's default
+            for start in range(0, len(data), piece):
+                if self.transport.is_closing():
+                    break
+                super().data_received(data[start:start + piece])
             if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):
                 self._stop_read_timer()  # the whole request is in (or the connection failed)
 
