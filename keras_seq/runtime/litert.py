@@ -66,7 +66,7 @@ class LiteRTLM:
             to see which ops XNNPACK accelerates).
         zero_copy: stream a step model through numpy views of its input and output buffers
             (:class:`_StepBuffers`) instead of ``set_tensor``/``get_tensor`` copies: the
-            same numbers, ~10 µs less per token. ``states`` are then live views (copy one to
+            same numbers, ~4 µs less per token. ``states`` are then live views (copy one to
             keep it), and ``interpreter.invoke()`` refuses to run while they exist: step
             with :meth:`step`. ``False``, and any model with a dynamic shape: the copies.
     """
