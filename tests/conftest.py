@@ -41,16 +41,3 @@ def eager_tf_functions():
         yield
     finally:
         tf.config.run_functions_eagerly(False)
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist's ``--dist loadgroup`` (``make test``), the tests of a module that
-    has a module-scoped fixture run on one worker, so the fixture (a trained run, an export,
-    a server: 20–50 s each) is built once, not once per worker that gets one of its tests.
-    The other tests are still spread one by one."""
-    for item in items:
-        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-        module = item.nodeid.split("::")[0]
-        if any(d.scope == "module" and d.baseid == module
-               for fixture in defs.values() for d in fixture):
-            item.add_marker(pytest.mark.xdist_group(module))
