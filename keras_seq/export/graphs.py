@@ -199,9 +199,9 @@ class LMGraphs:
         (``merged_step``): one ``FULLY_CONNECTED`` instead of two and an ``ADD``, and in
         the step graph XNNPACK gets one partition (the recurrent matmul no longer runs
         before the embedding lookup it does not take). Other cells: their own ``call``."""
-        merged = getattr(cell, "merged_step", None)
-        out = merged(x, states) if merged is not None else None
-        return out if out is not None else cell.call(x, states, training=False)
+        if getattr(cell, "merges_recurrent_matmul", False):  # keras-seq's own cells
+            return cell.merged_step(x, states)
+        return cell.call(x, states, training=False)
 
     def _outputs(self, logits) -> dict:
         """``{"logits": …}``, or ``{"scores": softmax}`` for ``output="scores"``."""

@@ -203,33 +203,29 @@ class LiteRTLM:
 
     def _run_step(self, token_id: int, output: str) -> np.ndarray:
         """Feed one token id through the step graph, carrying the state; returns row 0 of
-        the ``output`` tensor (our own copy)."""
+        the ``output`` tensor (our own copy). With :class:`_StepBuffers` the token and
+        states move through views of the tensors, else through ``set_tensor``/``get_tensor``."""
         if not 0 <= token_id < self.vocab_size:
             raise KerasSeqError(f"token id {token_id} is outside the vocabulary "
                                 f"(size {self.vocab_size})")
-        if self._buffers is not None:
-            return self._run_step_in_place(token_id, output)
-        interp = self.interpreter
-        self._token[0] = token_id
-        interp.set_tensor(self._in["token"], self._token)
-        for name in self.state_names:
-            interp.set_tensor(self._in[name], self.states[name])
-        self._invoke()
-        for name in self.state_names:
-            self.states[name] = interp.get_tensor(self._out[name])
+        interp, buffers = self.interpreter, self._buffers
+        if buffers is not None:
+            buffers.token[0] = token_id
+            self._invoke()
+            for name in self.state_names:  # this step's state is the next one's input
+                np.copyto(buffers.state_in[name], buffers.state_out[name])
+            row = buffers.outputs[output][0].copy()
+        else:
+            self._token[0] = token_id
+            interp.set_tensor(self._in["token"], self._token)
+            for name in self.state_names:
+                interp.set_tensor(self._in[name], self.states[name])
+            self._invoke()
+            for name in self.state_names:
+                self.states[name] = interp.get_tensor(self._out[name])
+            row = interp.get_tensor(self._out[output])[0]
         self.history.append(int(token_id))
-        return self._finite(interp.get_tensor(self._out[output])[0], output)
-
-    def _run_step_in_place(self, token_id: int, output: str) -> np.ndarray:
-        """:meth:`_run_step` through the buffers' views: write the token, run, copy each
-        state output onto its input for the next step, copy the output row."""
-        buffers = self._buffers
-        buffers.token[0] = token_id
-        self._invoke()
-        for name in self.state_names:
-            np.copyto(buffers.state_in[name], buffers.state_out[name])
-        self.history.append(int(token_id))
-        return self._finite(buffers.outputs[output][0].copy(), output)
+        return self._finite(row, output)
 
     def _invoke(self) -> None:
         try:
