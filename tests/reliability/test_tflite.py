@@ -6,6 +6,7 @@ subprocess, so that a crash fails the test instead of killing pytest.
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,7 +20,15 @@ from keras_seq.cli import main
 from keras_seq.errors import KerasSeqError
 from keras_seq.runtime.flatbuffer_check import CorruptModelError, check_tflite
 from keras_seq.runtime.litert import LiteRTLM
-from tools.reliability.tflite import SCENARIOS, export_models, run, run_workers
+from tools.reliability.tflite import (
+    KNOWN_CRASHERS,
+    SCENARIOS,
+    SOURCES,
+    export_models,
+    operators_named,
+    run,
+    run_workers,
+)
 
 MODEL = "step_dynamic"
 
@@ -41,16 +50,17 @@ def _original(folder):
     return (folder / f"{MODEL}.tflite").read_bytes()
 
 
-def _damaged(folder, name: str, data: bytes | None = None, model=None):
+def _damaged(folder, name: str, data: bytes | None = None, model=None, source: str = MODEL):
     """``name.tflite`` holding ``data`` (or ``model`` packed) with metadata that matches
-    it, as if the file was damaged before the export hashed it."""
+    it (``source``'s, with the new file's hash), as if the file was damaged before the
+    export hashed it."""
     if model is not None:
         builder = flatbuffers.Builder(1024)
         builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
         data = bytes(builder.Output())
     path = folder / f"{name}.tflite"
     path.write_bytes(data)
-    meta = json.loads((folder / f"{MODEL}.json").read_text())
+    meta = json.loads((folder / f"{source}.json").read_text())
     meta["tflite_sha256"] = hashlib.sha256(data).hexdigest()
     path.with_suffix(".json").write_text(json.dumps(meta))
     return path
@@ -103,8 +113,11 @@ def test_bit_flipped_file_gives_a_clear_error(folder):
                            "outside the"):
             LiteRTLM(path)
     model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
-    model.subgraphs[0].operators[3].inputs[0] |= np.int32(1 << 30)  # ADD reads tensor 2^30+
-    with pytest.raises(CorruptModelError, match=r"operator 3 \(ADD\) reads tensor 107374"):
+    add = operators_named(model, "ADD")[0]  # by its opcode: the export's op order changes
+    add.inputs[0] |= np.int32(1 << 30)  # reads tensor 2^30+
+    index = model.subgraphs[0].operators.index(add)
+    with pytest.raises(CorruptModelError,
+                       match=rf"operator {index} \(ADD\) reads tensor 107374"):
         LiteRTLM(_damaged(folder, "flipped", model=model))
 
 
@@ -123,35 +136,33 @@ def test_wrong_identifier_and_garbage_give_a_clear_error(folder):
         LiteRTLM(folder / "dir.tflite")
 
 
-def _crashers(data: bytes) -> dict:
-    """Well-formed flatbuffers with one wrong number each: every one crashed plain LiteRT
-    2.3.0 (SIGSEGV in XNNPACK or the kernels) when the campaign found it."""
-    def fresh():
-        return schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
-
+def _crashers(models) -> dict:
+    """Well-formed flatbuffers with one wrong number each, ``{name: (source, model)}``: the
+    campaign's known crashers (every one crashed plain LiteRT 2.3.0 — SIGSEGV in XNNPACK
+    or the kernels — when the campaign found it), each applied to the first operator of
+    its kind in the first exported model that has one (found by opcode, not by index)."""
     found = {}
-    ops = (m := fresh()).subgraphs[0].operators
-    ops[11].inputs[1] = -1  # an ADD input marked optional
-    found["add-input-missing"] = m
-    (m := fresh()).subgraphs[0].operators[4].builtinOptions.numSplits = 0
-    found["split-into-0"] = m
-    op = (m := fresh()).subgraphs[0].operators[4]
-    op.builtinOptionsType, op.builtinOptions = 0, None
-    found["split-without-options"] = m
-    (m := fresh()).subgraphs[0].operators[15].builtinOptions.offset = True
-    found["strided-slice-offset"] = m
-    (m := fresh()).subgraphs[0].operators[13].outputs[0] = 0
-    found["op-writes-graph-input"] = m
-    (m := fresh()).subgraphs[0].operators[15].inputs = np.array([30], np.int32)
-    found["strided-slice-one-input"] = m
-    (m := fresh()).subgraphs[0].operators[4].outputs = np.array([17, 18, 19, 20, 2], np.int32)
-    found["split-extra-output"] = m
+    for what, op_name, change in KNOWN_CRASHERS:
+        for source in SOURCES:
+            data = (models / f"{source}.tflite").read_bytes()
+            model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+            ops = operators_named(model, op_name)
+            if ops:
+                change(model, ops[0])
+                found[re.sub(r"\W+", "-", what).strip("-")] = (source, model)
+                break
     return found
 
 
-def test_files_that_crashed_litert_are_refused_in_a_subprocess(folder):
-    crashers = _crashers(_original(folder))
-    paths = [_damaged(folder, name, model=m) for name, m in crashers.items()]
+def test_every_known_crasher_finds_its_operator(models):
+    assert len(_crashers(models)) == len(KNOWN_CRASHERS)
+
+
+def test_files_that_crashed_litert_are_refused_in_a_subprocess(folder, models):
+    paths = []
+    for name, (source, model) in _crashers(models).items():
+        shutil.copy(models / f"{source}.json", folder / f"{source}.json")
+        paths.append(_damaged(folder, name, model=model, source=source))
     results = run_workers("runtime", paths, folder)
     for path, result in zip(paths, results):
         assert result["status"] == "refused", (path.name, result)
@@ -185,3 +196,20 @@ def test_demo_command_reports_a_damaged_model(folder, capsys):
     err = capsys.readouterr().err
     assert err.startswith("keras-seq: error: cut.tflite is not a usable .tflite model")
     assert "Traceback" not in err
+
+
+def test_the_model_cache_is_keyed_by_the_source_that_exports_it(tmp_path, monkeypatch):
+    """A change to the export's code makes a new cache folder (a version-keyed cache once
+    kept yesterday's models and hid two broken tests)."""
+    import keras_seq
+    from tools.reliability import tflite
+
+    copy = tmp_path / "keras_seq"
+    shutil.copytree(Path(keras_seq.__file__).parent, copy,
+                    ignore=shutil.ignore_patterns("node_modules", "__pycache__", "*.xz"))
+    monkeypatch.setattr(keras_seq, "__file__", str(copy / "__init__.py"))
+    key = tflite._cache_key()
+    assert tflite._cache_key() == key
+    graphs = copy / "export" / "graphs.py"
+    graphs.write_text(graphs.read_text() + "\n# one more line\n")
+    assert tflite._cache_key() != key

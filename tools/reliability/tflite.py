@@ -2,7 +2,8 @@
 ``keras-seq demo``.
 
 A small LSTM language model is exported once (``step_dynamic``, ``step_int8`` and
-``step_fused_float32``; cached in :data:`CACHE` between runs) and then damaged on purpose:
+``step_fused_float32``; cached in :data:`CACHE` between runs under a key made from the
+source that exports it) and then damaged on purpose:
 
 * **truncated** at many lengths (the header, the middle, the last byte);
 * **bit-flipped**: one flip, or 2–8 at random positions (seeded);
@@ -54,13 +55,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 import keras_seq
 from keras_seq.errors import KerasSeqError
 from tools.reliability import Row
 
 #: the exported models the mutations start from
 SOURCES = ("step_dynamic", "step_int8", "step_fused_float32")
-#: where the exported models are kept between runs (one export per keras-seq version)
+#: where the exported models are kept between runs, one folder per :func:`_cache_key`
 CACHE = Path(tempfile.gettempdir()) / "keras-seq-reliability-tflite"
 #: damaged files per scenario
 COUNTS = {
@@ -99,17 +102,23 @@ class Case:
 
 
 def _cache_key() -> str:
+    """What the exported models are made from, hashed: the source of every module of
+    ``keras_seq`` and of this one, the corpus, and the TensorFlow and LiteRT versions. A
+    change to the export (or anything it imports) makes a new key, so a cache an earlier
+    build left behind can never stand in for today's export."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from keras_seq import __version__
-
-    parts = [__version__]
-    for package in ("tensorflow", "ai-edge-litert"):
+    digest = hashlib.sha256(_CORPUS.encode())
+    package = Path(keras_seq.__file__).resolve().parent
+    for path in [*sorted(package.rglob("*.py")), Path(__file__).resolve()]:
+        digest.update(path.as_posix().removeprefix(package.as_posix()).encode() + b"\0")
+        digest.update(path.read_bytes())
+    for name in ("tensorflow", "ai-edge-litert"):
         try:
-            parts.append(version(package))
+            digest.update(version(name).encode())
         except PackageNotFoundError:
-            parts.append("none")
-    return "-".join(parts)
+            digest.update(b"none")
+    return digest.hexdigest()[:20]
 
 
 def _cached_models_ok(folder: Path) -> bool:
@@ -128,10 +137,19 @@ def _cached_models_ok(folder: Path) -> bool:
 
 def export_models(printer=print) -> Path:
     """The folder of the exported source models, exporting them on the first call (about
-    10 s: an untrained 32-unit LSTM, word vocabulary of 16)."""
+    10 s: an untrained 32-unit LSTM, word vocabulary of 16). Processes that ask at once
+    (pytest-xdist workers) wait for one export under a file lock."""
     folder = CACHE / _cache_key()
     if _cached_models_ok(folder):
         return folder
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(folder) + ".lock"):
+        if not _cached_models_ok(folder):  # no one exported it while this one waited
+            _export(folder, printer)
+    return folder
+
+
+def _export(folder: Path, printer) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow's first import
     from keras_seq.data.tokenizers import make_tokenizer
     from keras_seq.export.tflite import export_tflite
@@ -139,7 +157,6 @@ def export_models(printer=print) -> Path:
     from keras_seq.tasks.lm.task import build_model
 
     printer(f"  exporting the source models into {folder} …")
-    CACHE.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="export-", dir=CACHE))
     corpus = staging / "corpus.txt"
     corpus.write_text(_CORPUS)
@@ -151,14 +168,10 @@ def export_models(printer=print) -> Path:
                   model=build_model(config, tokenizer.vocab_size), tokenizer=tokenizer,
                   config=config, printer=lambda *a: None)
     shutil.rmtree(folder, ignore_errors=True)
-    try:
-        os.replace(staging, folder)
-    except OSError:  # another run cached it meanwhile
-        shutil.rmtree(staging, ignore_errors=True)
+    os.replace(staging, folder)
     if not _cached_models_ok(folder):
         raise KerasSeqError(f"the export in {folder} did not produce {', '.join(SOURCES)}; "
                             "run `keras-seq export tflite` by hand to see why")
-    return folder
 
 
 # ----------------------------------------------------------------------------------------
@@ -231,7 +244,7 @@ def _garbage(data: bytes, k: int, rng: random.Random, structure) -> tuple[bytes 
     return None, kind  # a directory
 
 
-def _ops(model, name: str) -> list:
+def operators_named(model, name: str) -> list:
     """The operators of ``model``'s main subgraph that are ``name`` (e.g. ``"SPLIT"``)."""
     from ai_edge_litert.schema_py_generated import BuiltinOperator
 
@@ -250,7 +263,7 @@ def _drop_options(op) -> None:
 
 # Wrong numbers that crashed plain LiteRT 2.3.0 (SIGSEGV / SIGABRT) when the campaign
 # found them: (what, operator it needs, change). Cases beyond these change random fields.
-_KNOWN = (
+KNOWN_CRASHERS = (
     ("an ADD input marked optional (-1)", "ADD", lambda m, op: _set_input(op, 1, -1)),
     ("SPLIT into 0 parts", "SPLIT", lambda m, op: setattr(op.builtinOptions, "numSplits", 0)),
     ("SPLIT without its options", "SPLIT", lambda m, op: _drop_options(op)),
@@ -326,10 +339,10 @@ def _semantic(data: bytes, k: int, rng: random.Random, structure) -> tuple[bytes
 
     for _ in range(50):  # a value out of its field's range does not pack: draw again
         model = ModelT.InitFromPackedBuf(bytearray(data), 0)
-        ops = _ops(model, _KNOWN[k][1]) if k < len(_KNOWN) else []
+        ops = operators_named(model, KNOWN_CRASHERS[k][1]) if k < len(KNOWN_CRASHERS) else []
         if ops:
-            what = _KNOWN[k][0]
-            _KNOWN[k][2](model, ops[0])
+            what = KNOWN_CRASHERS[k][0]
+            KNOWN_CRASHERS[k][2](model, ops[0])
         else:
             what = _change_field(model, rng)
         builder = flatbuffers.Builder(1024)
@@ -382,8 +395,9 @@ def make_cases(scale: str, workdir: Path, models: Path, seed: int = 0) -> list[C
     for scenario in ("truncated", "flipped", "overwritten", "garbage", "semantic", "original"):
         for k in range(counts[scenario]):
             name = SOURCES[len(cases) % len(SOURCES)]
-            if scenario == "semantic" and k < len(_KNOWN):  # a model that has the operator
-                name = next((n for n in SOURCES if _KNOWN[k][1] in sources[n][1]["ops"]), name)
+            if scenario == "semantic" and k < len(KNOWN_CRASHERS):  # a model with the op
+                op = KNOWN_CRASHERS[k][1]
+                name = next((n for n in SOURCES if op in sources[n][1]["ops"]), name)
             data, meta, structure = sources[name]
             kind = scenario if scenario != "original" else \
                 ("truncated", "flipped", "overwritten")[k % 3]
