@@ -65,7 +65,7 @@ def _adaptive_lm(vocab_size: int) -> RecurrentLM:
 def test_stream_scoring_is_the_full_distribution():
     lm = _adaptive_lm(150)
     ids = np.random.default_rng(3).integers(0, 150, size=30).astype("int32")
-    got, n = evaluate_stream(lm, ids, bptt=7)  # eval lm's scorer, state carried
+    got, n = evaluate_stream(lm, ids, window=7)  # eval lm's scorer, state carried
     runner = lm.clone_for_batch(1, stateful=False)
     full = np.asarray(runner.head.log_prob(_features(runner, ids[:-1])))[0]  # (29, V)
     np.testing.assert_allclose(np.exp(full).sum(-1), 1.0, atol=1e-5)

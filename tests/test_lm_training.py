@@ -47,7 +47,7 @@ def test_eval_carries_state_through_stream():
     ids = rng.integers(0, 15, 53).astype("int32")
     lm = RecurrentLM(15, 6, 6, num_layers=2, cell="lstm")
     lm(ids[None, :4])
-    logp, n = evaluate_stream(lm, ids, bptt=7)  # 7 windows, the last one shorter
+    logp, n = evaluate_stream(lm, ids, window=7)  # 7 windows, the last one shorter
     assert n == 52
     logits = np.asarray(lm(ids[None, :-1]))[0]  # one stateless pass over everything
     full = logits - np.log(np.exp(logits).sum(-1, keepdims=True))

@@ -116,7 +116,7 @@ def run_softmax_bench(data: str, max_vocab: int, cutoffs, div_value: float = 4.0
     rows = []
     for v in variants:
         t0 = time.perf_counter()
-        log_probs, n = evaluate_stream(models[v], val_ids, bptt)
+        log_probs, n = evaluate_stream(models[v], val_ids)
         rate = np.array(samples[v])
         rows.append({"variant": v, "params": int(models[v].count_params()),
                      "tokens_per_s": float(np.median(rate)), "tokens_per_s_min": float(rate.min()),

@@ -319,7 +319,7 @@ def representative_data(graphs: LMGraphs, ids, graph: str, info: dict, max_sampl
 
 def keras_log_probs(model, ids: np.ndarray) -> np.ndarray:
     """Keras reference: log-probs of every next token of ``ids`` from a zero state."""
-    return evaluate_stream(model, ids, bptt=64)[0]
+    return evaluate_stream(model, ids)[0]
 
 
 def keras_logits(model, ids: np.ndarray) -> np.ndarray:

@@ -139,7 +139,7 @@ class _SampleValidation(keras.callbacks.Callback):
         if isinstance(self.model, NPLM):
             log_probs, _ = evaluate_windows(self.model, self.sample_ids)
         else:
-            log_probs, _ = evaluate_stream(self.model, self.sample_ids, self.bptt)
+            log_probs, _ = evaluate_stream(self.model, self.sample_ids)
         self.last = perplexity_interval(log_probs, self.bptt)
         logs.update(val_loss=self.last["loss"], val_perplexity=self.last["ppl"],
                     val_ppl_low=self.last["ppl_low"], val_ppl_high=self.last["ppl_high"])
