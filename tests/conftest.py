@@ -1,22 +1,53 @@
-"""Shared test set-up: corpora come from ../shared/data (never downloaded), TF logs quiet."""
+"""Shared test set-up: corpora from ../shared/data or the package's own copy (never downloaded),
+TF logs quiet, and prerequisite skips that $KERAS_SEQ_REQUIRE turns into failures."""
 
+import lzma
 import os
+import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from tests.prereqs import PREFIX, required
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 _SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+BUNDLED = Path(__file__).resolve().parents[1] / "keras_seq" / "data" / "corpora"
 if "KERAS_SEQ_DATA_DIR" not in os.environ and _SHARED.is_dir():
     os.environ["KERAS_SEQ_DATA_DIR"] = str(_SHARED)
 
 
-@pytest.fixture
-def shakespeare_available():
+def pytest_configure(config):
+    """One JAX compilation cache for this test run, shared by the xdist workers and the
+    subprocesses they start (set before any of them imports JAX): a program compiled
+    once (the same model, resumed; the same layer in two tests) is not compiled again.
+    JAX keys each entry by the program's HLO, its version and flags; the folder is new
+    for each run and removed after it."""
+    if hasattr(config, "workerinput") or "JAX_COMPILATION_CACHE_DIR" in os.environ:
+        return  # an xdist worker inherits the controller's; a caller's own is kept
+    config.jax_cache = tempfile.mkdtemp(prefix="keras-seq-jax-cache-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = config.jax_cache
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "jax_cache", None):
+        shutil.rmtree(config.jax_cache, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def shakespeare_available(tmp_path_factory):
+    """tinyshakespeare.txt: from ``$KERAS_SEQ_DATA_DIR`` (../shared/data), else the copy
+    the package ships (the same text, xz), unpacked once per test session and worker."""
     folder = os.environ.get("KERAS_SEQ_DATA_DIR")
-    if not folder or not (Path(folder) / "tinyshakespeare.txt").is_file():
-        pytest.skip("tinyshakespeare.txt not found in $KERAS_SEQ_DATA_DIR")
-    return Path(folder) / "tinyshakespeare.txt"
+    if folder and (Path(folder) / "tinyshakespeare.txt").is_file():
+        return Path(folder) / "tinyshakespeare.txt"
+    path = tmp_path_factory.mktemp("bundled") / "tinyshakespeare.txt"
+    path.write_bytes(lzma.decompress((BUNDLED / "tinyshakespeare.txt.xz").read_bytes()))
+    return path
 
 
 @pytest.fixture
@@ -41,3 +72,17 @@ def eager_tf_functions():
         yield
     finally:
         tf.config.run_functions_eagerly(False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A skip for a prerequisite that ``$KERAS_SEQ_REQUIRE`` names is a failure (CI sets
+    it, so a machine meant to have everything cannot go green by skipping)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and isinstance(report.longrepr, tuple):
+        found = re.search(rf"{re.escape(PREFIX)} \[(\w+)\]", str(report.longrepr[2]))
+        if found and found.group(1) in required():
+            report.outcome = "failed"
+            report.longrepr = (f"{report.longrepr[2]} (and $KERAS_SEQ_REQUIRE requires "
+                               f"{found.group(1)})")

@@ -28,6 +28,7 @@ from keras_seq.cli import main
 from keras_seq.errors import KerasSeqError
 from keras_seq.tasks.lm.config import LMConfig
 from keras_seq.tasks.lm.task import train_lm
+from tests.prereqs import skip_unless
 
 LM_TINY = ["--embed-dim", "8", "--units", "12", "--batch-size", "4", "--bptt", "6",
            "--max-steps-per-epoch", "6", "--sample-tokens", "8", "--log-every", "2",
@@ -94,7 +95,7 @@ def corpus(tmp_path_factory):
 def jax_runs(tmp_path_factory, corpus):
     """LM: 2 epochs straight (``lm``), and 1 epoch then ``--resume`` to 2 (``lm_resumed``);
     seq2seq: 1 epoch then ``--resume`` to 2. All with ``--backend jax``."""
-    pytest.importorskip("jax", reason="the JAX backend needs jax (pip install jax)")
+    skip_unless("jax")
     root = tmp_path_factory.mktemp("jax")
     lm = ["train", "lm", "--backend", "jax", "--data", corpus, *LM_TINY]
     s2s = ["train", "seq2seq", "--backend", "jax", *S2S_TINY]
@@ -174,8 +175,7 @@ def test_jax_seq2seq_trains_resumes_and_evaluates(jax_runs):
 def torch_runs(tmp_path_factory, corpus):
     """As ``jax_runs``, with ``--backend torch``: LM 2 epochs straight and 1 + ``--resume``
     to 2; seq2seq 1 + ``--resume`` to 2 (one subprocess)."""
-    pytest.importorskip("torch", reason="the torch backend needs PyTorch (pip install "
-                                        "torch==2.13.0, a CPU wheel), not installed here")
+    skip_unless("torch")
     root = tmp_path_factory.mktemp("torch")
     lm = ["train", "lm", "--backend", "torch", "--data", corpus, *LM_TINY]
     s2s = ["train", "seq2seq", "--backend", "torch", *S2S_TINY]
@@ -232,7 +232,7 @@ def test_torch_seq2seq_trains_resumes_and_evaluates(torch_runs):
 def test_without_tensorflow_training_goes_on_and_tf_features_say_so(tmp_path, corpus):
     """JAX training with TensorFlow unimportable: no TensorBoard (said once), everything
     else written; subword tokenization and export each fail with one line naming TF."""
-    pytest.importorskip("jax", reason="the JAX backend needs jax (pip install jax)")
+    skip_unless("jax")
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(NO_TENSORFLOW)

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.prereqs import skip_unless
+
 WORKER = Path(__file__).parent / "backends" / "cross_worker.py"
 BACKENDS = [b for b in ("tensorflow", "jax", "torch")
             if importlib.util.find_spec(b if b != "tensorflow" else "tensorflow")]
@@ -39,7 +41,7 @@ def wait_all(workers: list[subprocess.Popen]) -> None:
 def test_keras_files_load_under_every_backend(tmp_path):
     """Each backend saves every model kind; every other backend loads them: same outputs."""
     if len(BACKENDS) < 2:
-        pytest.skip("only one Keras backend is installed")
+        skip_unless("jax", "torch")  # only TensorFlow is installed
     for writer in BACKENDS:
         (tmp_path / writer).mkdir()
     wait_all([start(writer, "save", tmp_path / writer) for writer in BACKENDS])
@@ -66,7 +68,7 @@ def test_keras_files_load_under_every_backend(tmp_path):
 
 def test_stateful_tbptt_losses_equal_across_backends(tmp_path):
     if len(BACKENDS) < 2:
-        pytest.skip("only one Keras backend is installed")
+        skip_unless("jax", "torch")  # only TensorFlow is installed
     import keras
 
     from keras_seq.models import RecurrentLM

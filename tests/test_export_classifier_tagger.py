@@ -11,9 +11,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_export_common import _CACHE
 
 from keras_seq.errors import KerasSeqError
+from tests.shared_cache import shared_folder
 
 # Unknown words, punctuation, case, apostrophes, a literal <unk>, a line break, non-ASCII
 # text, blank and empty texts.
@@ -37,41 +37,39 @@ FLOAT_TOL = 1e-4
 
 
 def classify_run(tmp_path_factory):
-    """A tiny unidirectional LSTM classifier run (pooling last), trained once per session."""
-    if "labelled_classify_run" not in _CACHE:
+    """A tiny unidirectional LSTM classifier run (pooling last), trained once per test run."""
+    def build(folder):
         from keras_seq.tasks.classify.config import ClassifyConfig
         from keras_seq.tasks.classify.task import train_classifier
 
-        run = tmp_path_factory.mktemp("classify_run") / "run"
         train_classifier(ClassifyConfig(train_size=200, val_size=40, test_size=40, length=20,
                                         negator_pos=2, sentiment_pos=15, distances="5,13",
                                         units=16, embed_dim=8, epochs=1, batch_size=16),
-                         run, verbose=0, printer=lambda *a: None)
-        _CACHE["labelled_classify_run"] = run
-    return _CACHE["labelled_classify_run"]
+                         folder / "run", verbose=0, printer=lambda *a: None)
+
+    return shared_folder(tmp_path_factory, "labelled_classify_run", build) / "run"
 
 
 def classifier_saved_model(tmp_path_factory):
-    """The tiny classifier exported as a SavedModel (once per session)."""
-    if "labelled_classifier_sm" not in _CACHE:
+    """The tiny classifier exported as a SavedModel (once per test run)."""
+    def build(folder):
         from keras_seq.export.classifier_tagger import export_classifier
 
-        out = tmp_path_factory.mktemp("classifier_sm") / "sm"
-        export_classifier(classify_run(tmp_path_factory), out, printer=lambda *a: None)
-        _CACHE["labelled_classifier_sm"] = out
-    return _CACHE["labelled_classifier_sm"]
+        export_classifier(classify_run(tmp_path_factory), folder / "sm",
+                          printer=lambda *a: None)
+
+    return shared_folder(tmp_path_factory, "labelled_classifier_sm", build) / "sm"
 
 
 def tag_run(tmp_path_factory):
-    if "labelled_tag_run" not in _CACHE:
+    def build(folder):
         from keras_seq.tasks.tag.config import TagConfig
         from keras_seq.tasks.tag.task import train_tagger
 
-        run = tmp_path_factory.mktemp("tag_run") / "run"
-        train_tagger(TagConfig(max_sentences=200, units=16, embed_dim=8, epochs=1), run,
-                     verbose=0, printer=lambda *a: None)
-        _CACHE["labelled_tag_run"] = run
-    return _CACHE["labelled_tag_run"]
+        train_tagger(TagConfig(max_sentences=200, units=16, embed_dim=8, epochs=1),
+                     folder / "run", verbose=0, printer=lambda *a: None)
+
+    return shared_folder(tmp_path_factory, "labelled_tag_run", build) / "run"
 
 
 @pytest.fixture(scope="module")

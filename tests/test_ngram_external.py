@@ -3,7 +3,6 @@
 import io
 import os
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,12 +20,9 @@ TINY = 64 * 1024  # blocks of 4,096 tokens: dozens of sorted runs, a many-way me
 
 
 @pytest.fixture(scope="module")
-def shakespeare_part(tmp_path_factory):
+def shakespeare_part(tmp_path_factory, shakespeare_available):
     """The first 4,000 lines of tinyshakespeare (~26 k training tokens)."""
-    source = Path(os.environ.get("KERAS_SEQ_DATA_DIR", "")) / "tinyshakespeare.txt"
-    if not source.is_file():
-        pytest.skip("tinyshakespeare.txt not found in $KERAS_SEQ_DATA_DIR")
-    with open(source, encoding="utf-8") as f:
+    with open(shakespeare_available, encoding="utf-8") as f:
         text = "".join(f.readlines()[:4000])
     path = tmp_path_factory.mktemp("corpus") / "part.txt"
     path.write_text(text, encoding="utf-8")

@@ -1,23 +1,28 @@
-"""The scripts people copy (train/*.py, export/*.py): each answers --help, trains or exports
-at a tiny size in a subprocess, and writes what the CLI reads back (`keras-seq eval …`).
+"""The scripts people copy (train/*.py, export/*.py): each answers --help in a subprocess,
+trains or exports at a tiny size, and writes what the CLI reads back (`keras-seq eval …`).
 
-The three trainings run side by side, then the exports, so the whole file costs a few
-TensorFlow start-ups of wall time; under pytest-xdist the first worker to need them runs
-them once for all workers (:func:`once`).
+The trainings and exports run inside this test process (:func:`run_script`: the script's
+own file run as ``__main__`` with its argv; TensorFlow is already imported here), once for
+all pytest-xdist workers (:func:`tests.shared_cache.once`). The slow tier runs the same
+scripts as standalone subprocesses (:func:`test_scripts_run_standalone`).
 """
 
-import fcntl
+import contextlib
+import io
 import json
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from keras_seq import __version__
 from keras_seq.cli import main as cli_main
 from keras_seq.data.corpus import load_corpus
+from tests.shared_cache import once
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ["train/lm.py", "train/seq2seq.py", "train/classify.py", "export/tflite.py",
@@ -36,20 +41,21 @@ def finish(process: subprocess.Popen, timeout: float = 300) -> tuple[int, str]:
     return process.returncode, output
 
 
-def once(tmp_path_factory, name: str, work) -> tuple[Path, dict]:
-    """``(folder, work(folder))``, computed by one process of the test run: pytest-xdist
-    workers share the folder, and the others wait on a lock and read the results."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent  # the run's folder, above each worker's own
-    folder = base / name
-    with open(base / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = folder / "results.json"
-        if not done.is_file():
-            folder.mkdir(exist_ok=True)
-            done.write_text(json.dumps(work(folder)))
-    return folder, json.loads(done.read_text())
+def run_script(script: str, *args) -> tuple[int, str]:
+    """``(exit status, output)`` of ``python SCRIPT ARGS…`` run in this process: the
+    script's file executed as ``__main__`` with ``sys.argv`` set, its output captured."""
+    path = str(ROOT / script)
+    output = io.StringIO()
+    code = 0
+    with mock.patch.object(sys, "argv", [path, *map(str, args)]), \
+            contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as done:  # sys.exit("error: …") prints the text, exits 1
+            if isinstance(done.code, str):
+                print(done.code, file=output)
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    return code, output.getvalue()
 
 
 def succeeded(result: list, what: str) -> str:
@@ -71,27 +77,44 @@ def test_help(script):
     assert output.startswith("usage:") and "--run-dir" in output
 
 
-def train_all(tmp: Path) -> dict:
+def training_commands(tmp: Path) -> dict:
+    """``{kind: (script, args)}``: the three training scripts at a tiny size."""
     corpus = tmp / "shakespeare.txt"  # a few thousand characters of the bundled corpus
     corpus.write_text(load_corpus("tinyshakespeare").text("train")[:4000], encoding="utf-8")
-    processes = {
-        "lm": start("train/lm.py", "--run-dir", tmp / "lm", "--data", corpus, "--units", 16,
-                    "--embed-dim", 8, "--bptt", 16, "--batch-size", 4, "--epochs", 1,
-                    "--max-steps-per-epoch", 10),
-        "seq2seq": start("train/seq2seq.py", "--run-dir", tmp / "seq2seq", "--train-size", 64,
-                         "--val-size", 16, "--test-size", 16, "--units", 8, "--embed-dim", 8,
-                         "--epochs", 1, "--batch-size", 32),
-        "classify": start("train/classify.py", "--run-dir", tmp / "classify", "--train-size",
-                          64, "--val-size", 16, "--test-size", 24, "--units", 8, "--embed-dim",
-                          8, "--epochs", 1),
+    return {
+        "lm": ("train/lm.py", ["--run-dir", tmp / "lm", "--data", corpus, "--units", 16,
+                               "--embed-dim", 8, "--bptt", 16, "--batch-size", 4, "--epochs", 1,
+                               "--max-steps-per-epoch", 10]),
+        "seq2seq": ("train/seq2seq.py", ["--run-dir", tmp / "seq2seq", "--train-size", 64,
+                                         "--val-size", 16, "--test-size", 16, "--units", 8,
+                                         "--embed-dim", 8, "--epochs", 1, "--batch-size", 32]),
+        "classify": ("train/classify.py", ["--run-dir", tmp / "classify", "--train-size", 64,
+                                           "--val-size", 16, "--test-size", 24, "--units", 8,
+                                           "--embed-dim", 8, "--epochs", 1]),
     }
-    return {kind: finish(p) for kind, p in processes.items()}
+
+
+def export_commands(lm_run: Path, tmp: Path) -> dict:
+    """``{name: (script, args)}``: the two export scripts on the tiny LM run, and one told
+    to expect the impossible (float16 weights move the logits by ~1e-4: 1e-9 must fail)."""
+    return {
+        "tflite": ("export/tflite.py", ["--run-dir", lm_run, "--out", tmp / "tflite",
+                                        "--variants", "float32,dynamic", "--prefix-tokens", 32]),
+        "saved_model": ("export/saved_model.py", ["--run-dir", lm_run, "--out",
+                                                  tmp / "saved_model", "--prefix-tokens", 32]),
+        "too_strict": ("export/tflite.py", ["--run-dir", lm_run, "--out", tmp / "strict",
+                                            "--variants", "float16",
+                                            "--quantized-tolerance", 1e-9]),
+    }
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Tiny runs of the three training scripts, trained at the same time:
-    ``({kind: run dir}, {kind: script output})``."""
+    """Tiny runs of the three training scripts: ``({kind: run dir}, {kind: output})``."""
+    def train_all(tmp):
+        return {kind: run_script(script, *args)
+                for kind, (script, args) in training_commands(tmp).items()}
+
     tmp, results = once(tmp_path_factory, "script-runs", train_all)
     return ({kind: tmp / kind for kind in results},
             {kind: succeeded(result, f"train/{kind}.py") for kind, result in results.items()})
@@ -140,22 +163,10 @@ def test_train_classify_writes_a_run_eval_classify_reads(runs, capsys):
 
 @pytest.fixture(scope="module")
 def exports(runs, tmp_path_factory):
-    """The two export scripts on the tiny LM run, and one told to expect the impossible:
-    ``(folder, {name: (exit code, output)})``."""
-    lm_run = runs[0]["lm"]
-
+    """:func:`export_commands` run: ``(folder, {name: (exit code, output)})``."""
     def export_all(tmp: Path) -> dict:
-        processes = {
-            "tflite": start("export/tflite.py", "--run-dir", lm_run, "--out", tmp / "tflite",
-                            "--variants", "float32,dynamic", "--prefix-tokens", 32),
-            "saved_model": start("export/saved_model.py", "--run-dir", lm_run, "--out",
-                                 tmp / "saved_model", "--prefix-tokens", 32),
-            # float16 weights move the logits by ~1e-4: a tolerance of 1e-9 must fail
-            "too_strict": start("export/tflite.py", "--run-dir", lm_run, "--out",
-                                tmp / "strict", "--variants", "float16",
-                                "--quantized-tolerance", 1e-9),
-        }
-        return {name: finish(p) for name, p in processes.items()}
+        return {name: run_script(script, *args)
+                for name, (script, args) in export_commands(runs[0]["lm"], tmp).items()}
 
     return once(tmp_path_factory, "script-exports", export_all)
 
@@ -182,3 +193,20 @@ def test_export_saved_model_passes_its_parity_check(exports):
     assert code == 0, output[-3000:]
     assert "parity ok" in output and "step   max|Δlogits|" in output and "score" in output
     assert (tmp / "saved_model" / "saved_model.pb").is_file()
+
+
+@pytest.mark.slow  # fast version: the tests above run the same scripts in this process
+def test_scripts_run_standalone(tmp_path):
+    """Each script as a user runs it: its own Python process, trainings side by side,
+    then the exports of the LM run."""
+    def side_by_side(commands):
+        processes = {name: start(script, *args) for name, (script, args) in commands.items()}
+        return {name: finish(p) for name, p in processes.items()}
+
+    trained = side_by_side(training_commands(tmp_path))
+    for kind, result in trained.items():
+        succeeded(result, f"train/{kind}.py")
+    exported = side_by_side(export_commands(tmp_path / "lm", tmp_path / "exports"))
+    assert "parity ok: 2 step model(s)" in succeeded(exported["tflite"], "export/tflite.py")
+    assert "parity ok" in succeeded(exported["saved_model"], "export/saved_model.py")
+    assert exported["too_strict"][0] == 1 and "past the tolerance" in exported["too_strict"][1]

@@ -15,21 +15,22 @@ import time
 from pathlib import Path
 
 import httpx
-from test_export_common import _CACHE, trained_run
+from test_export_common import trained_run
+
+from tests.shared_cache import shared_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def saved_model(tmp_path_factory):
-    """The tiny LSTM run exported as a SavedModel (once per session)."""
-    if "serving_saved" not in _CACHE:
+    """The tiny LSTM run exported as a SavedModel (once per test run)."""
+    def build(folder):
         from keras_seq.export.saved_model import export_saved_model
 
-        run = trained_run(tmp_path_factory)
-        out = tmp_path_factory.mktemp("serving_saved") / "sm"
-        export_saved_model(run, out, printer=lambda *a: None)
-        _CACHE["serving_saved"] = out
-    return _CACHE["serving_saved"]
+        export_saved_model(trained_run(tmp_path_factory), folder / "sm",
+                           printer=lambda *a: None)
+
+    return shared_folder(tmp_path_factory, "serving_saved", build) / "sm"
 
 
 def model_base(tmp_path_factory, names=("lm",)):

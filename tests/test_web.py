@@ -15,12 +15,14 @@ import numpy as np
 import pytest
 from test_export_common import learned_run
 
-from keras_seq.benchmarks.browser import browser_missing, launch_chromium
+from keras_seq.benchmarks.browser import launch_chromium
 from keras_seq.data.tokenizers import load_tokenizer
 from keras_seq.errors import KerasSeqError
-from keras_seq.export.web import export_web, find_litert_js, step_models
+from keras_seq.export.web import export_web, step_models
 from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.runtime.web_server import SiteServer
+from tests.prereqs import needs
+from tests.shared_cache import shared_folder
 
 VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8", "int4", "dynamic_shared")
 # The page and LiteRT Python run the same file on XNNPACK (Wasm SIMD in the browser, x86
@@ -35,30 +37,21 @@ HOSTILE = ("", "   ", "\n\n", "The Cat SAT.", "don't stop!!", "naïve café — 
            "ﬁne ligature", "a" * 300)
 
 
-def _skip_reason():
-    reason = browser_missing()
-    if reason:
-        return reason
-    try:
-        find_litert_js()
-    except KerasSeqError as err:
-        return str(err)
-    return None
-
-
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
+pytestmark = needs("chromium", "litertjs")
 
 
 @pytest.fixture(scope="module")
 def exported_steps(tmp_path_factory):
-    """The learned toy LSTM exported as every step variant (no sequence or fused graphs)."""
-    from keras_seq.export.tflite import export_tflite
+    """The learned toy LSTM exported as every step variant (no sequence or fused graphs),
+    once per test run."""
+    def build(out):
+        from keras_seq.export.tflite import export_tflite
 
-    out = tmp_path_factory.mktemp("web_tflite")
-    export_tflite(learned_run(tmp_path_factory), out, variants=VARIANTS, graphs=("step",),
-                  seq_length=8, calib_tokens=40, parity_tokens=40, val_tokens=100,
-                  printer=lambda *a: None)
-    return out
+        export_tflite(learned_run(tmp_path_factory), out, variants=VARIANTS, graphs=("step",),
+                      seq_length=8, calib_tokens=40, parity_tokens=40, val_tokens=100,
+                      printer=lambda *a: None)
+
+    return shared_folder(tmp_path_factory, "web_tflite", build)
 
 
 @pytest.fixture(scope="module")

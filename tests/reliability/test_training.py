@@ -17,13 +17,29 @@ from keras_seq.training import checkpoints
 from keras_seq.training.callbacks import MetricsCSV
 
 
-def test_quick_campaign_loses_nothing(tmp_path):
+@pytest.mark.slow  # fast version: the kill trial below (the damage and disk rows' pieces
+def test_quick_campaign_loses_nothing(tmp_path):  # are tested in-process further down)
     from tools.reliability import training
 
     rows = training.run("quick", tmp_path, print)
     assert len(rows) >= 3  # a kill, a damaged checkpoint, the disk (one row where not run)
     for row in rows:
         assert row.ok, row
+
+
+def test_a_kill_between_a_checkpoint_and_its_commit_resumes_to_the_reference(tmp_path):
+    """The quick campaign's kill trial: `train lm` killed with SIGKILL after its epoch-2
+    state.json is written but before it is renamed, then --resume: the reference's
+    weights, every epoch once, no temporary file. The reference trains in this process
+    (the same command), the killed run and its resume in subprocesses."""
+    from keras_seq.cli import main
+    from tools.reliability import training
+
+    reference = tmp_path / "lm-reference"
+    assert main(training.command_args("lm", reference)) == 0
+    what, problems = training.kill_trial("lm", tmp_path, reference,
+                                         "state.json:2:before-rename", 0.0)
+    assert (what, problems) == ("killed", [])
 
 
 def _model():

@@ -67,9 +67,14 @@ def _env(kill_at: str | None = None) -> dict:
     return env
 
 
+def command_args(task: str, run_dir: Path, *extra) -> list[str]:
+    """The ``keras-seq`` arguments of a trial's run (after the program name)."""
+    return ["train", task, "--run-dir", str(run_dir), *TRAINERS[task], "--epochs",
+            str(EPOCHS), "--quiet", *map(str, extra)]
+
+
 def _command(task: str, run_dir: Path, *extra) -> list[str]:
-    return [sys.executable, "-m", "keras_seq.cli", "train", task, "--run-dir", str(run_dir),
-            *TRAINERS[task], "--epochs", str(EPOCHS), "--quiet", *map(str, extra)]
+    return [sys.executable, "-m", "keras_seq.cli", *command_args(task, run_dir, *extra)]
 
 
 def _run(task, run_dir, *extra, env=None, timeout=600, prefix=()):
