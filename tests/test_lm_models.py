@@ -63,3 +63,27 @@ def test_untied_output_layer_starts_at_awd_scale():
     ptb = RecurrentLM(5000, 16, 32, cell="gru", init_scale=0.05)
     ptb(np.zeros((1, 2), "int32"))
     assert np.abs(np.asarray(ptb.head.kernel)).max() <= 0.05
+
+
+
+@pytest.mark.parametrize("model", [RecurrentLM(13, 4, 6, cell="lstm"), NPLM(13, order=3)],
+                         ids=["RecurrentLM", "NPLM"])
+def test_fit_traces_the_train_step_once(model, monkeypatch):
+    """The optimizer's and metrics' variables are built before ``fit`` traces its step
+    (``BuiltBeforeTracing``): made inside the first trace, they make ``tf.function`` trace
+    the step a second time (as Keras does for any model fitted without a strategy)."""
+    traces = []
+    step = type(model).train_step
+
+    def counted(self, *args):
+        traces.append(1)  # runs once per trace (a traced step is not run again in Python)
+        return step(self, *args)
+
+    monkeypatch.setattr(type(model), "train_step", counted)
+    width = 2 if isinstance(model, NPLM) else 5
+    x = np.random.default_rng(0).integers(1, 13, (16, width)).astype("int32")
+    y = x[:, -1] if isinstance(model, NPLM) else np.roll(x, -1, axis=1)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(x, y, batch_size=4, epochs=2, verbose=0)
+    assert len(traces) == 1

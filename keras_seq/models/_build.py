@@ -1,4 +1,5 @@
-"""Building subclassed models by running them once, so ``.keras`` files reload with weights."""
+"""Building subclassed models: by running them once, so ``.keras`` files reload with
+weights; and before ``fit`` traces its step, so the step is traced once."""
 
 from __future__ import annotations
 
@@ -30,6 +31,30 @@ class BuildByCalling:
     def build_from_config(self, config):
         if config and config.get("input_shape"):
             self.build(config["input_shape"])
+
+
+class BuiltBeforeTracing:
+    """Mixin for a ``keras.Model``: ``fit``/``evaluate`` build the optimizer's and the
+    metrics' variables before the step is traced, as Keras does under a ``tf.distribute``
+    strategy.
+
+    Without a strategy, Keras's TensorFlow trainer defers that build to the first trace
+    (``_maybe_symbolic_build`` returns early), so the variables are created inside the
+    traced step, and ``tf.function`` then traces it a second time without them: twice the
+    start-up of every ``fit`` (a tiny LM's first epoch: 4.4 s → 2.9 s). The build runs on
+    one batch of the epoch iterator, which Keras resets before the first step. Other
+    backends and strategies run Keras unchanged.
+    """
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        if keras.backend.backend() == "tensorflow" and self._distribute_strategy is None:
+            if iterator is not None:
+                for _, _, batches in iterator:
+                    data_batch = next(batches)
+                    break
+            self._symbolic_build(data_batch=data_batch)
+            return
+        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
 
 def logits_dtype() -> str:

@@ -21,7 +21,7 @@ from keras import layers, ops
 
 from keras_seq import layers as seq_layers
 from keras_seq.layers.seeds import seeded_dropout
-from keras_seq.models._build import BuildByCalling, logits_dtype
+from keras_seq.models._build import BuildByCalling, BuiltBeforeTracing, logits_dtype
 
 CELLS = {"rnn": seq_layers.SimpleRNN, "gru": seq_layers.GRU, "lstm": seq_layers.LSTM}
 POOLINGS = ("last", "mean", "attention")
@@ -102,7 +102,7 @@ class AttentionPooling(layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
-class SequenceClassifier(BuildByCalling, keras.Model):
+class SequenceClassifier(BuildByCalling, BuiltBeforeTracing, keras.Model):
     """Recurrent classifier of whole sequences (N→1): one label per padded id sequence.
 
     Args:

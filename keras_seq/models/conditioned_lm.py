@@ -23,7 +23,7 @@ from keras import layers, ops
 
 from keras_seq import layers as seq_layers
 from keras_seq.layers.seeds import seeded_dropout
-from keras_seq.models._build import logits_dtype
+from keras_seq.models._build import BuiltBeforeTracing, logits_dtype
 from keras_seq.sampling import Sampler, TopKSampler
 
 CELLS = {"rnn": seq_layers.SimpleRNN, "gru": seq_layers.GRU, "lstm": seq_layers.LSTM}
@@ -31,7 +31,7 @@ MODES = ("init", "input", "both")
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
-class ConditionedLM(keras.Model):
+class ConditionedLM(BuiltBeforeTracing, keras.Model):
     """Recurrent language model whose every token is conditioned on a label (or a vector).
 
     Args:

@@ -10,7 +10,7 @@ import keras
 from keras import layers, ops
 
 from keras_seq.layers.seeds import seeded_dropout
-from keras_seq.models._build import BuildByCalling, logits_dtype
+from keras_seq.models._build import BuildByCalling, BuiltBeforeTracing, logits_dtype
 
 
 def nplm_param_count(vocab_size: int, order: int, embed_dim: int, hidden: int,
@@ -30,7 +30,7 @@ def nplm_param_count(vocab_size: int, order: int, embed_dim: int, hidden: int,
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
-class NPLM(BuildByCalling, keras.Model):
+class NPLM(BuildByCalling, BuiltBeforeTracing, keras.Model):
     """Feed-forward n-gram neural language model (Bengio et al. 2003).
 
     Args:

@@ -18,7 +18,7 @@ from keras_seq.layers.adaptive_softmax import (
 )
 from keras_seq.layers.seeds import explicit_seed, seeded_dropout
 from keras_seq.layers.state import reset_recurrent_states
-from keras_seq.models._build import BuildByCalling, logits_dtype
+from keras_seq.models._build import BuildByCalling, BuiltBeforeTracing, logits_dtype
 from keras_seq.models.train_step import GradNormLogs
 
 CELLS = {
@@ -52,7 +52,7 @@ class TiedLogits(layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
-class RecurrentLM(GradNormLogs, BuildByCalling, keras.Model):
+class RecurrentLM(GradNormLogs, BuildByCalling, BuiltBeforeTracing, keras.Model):
     """Word- or character-level recurrent language model.
 
     Args:

@@ -26,7 +26,7 @@ from keras_seq.layers.bahdanau_attention import BahdanauAttention
 from keras_seq.layers.gru import GRU, GRUCell
 from keras_seq.layers.lstm import LSTM, LSTMCell
 from keras_seq.layers.seeds import seeded_dropout
-from keras_seq.models._build import logits_dtype
+from keras_seq.models._build import BuiltBeforeTracing, logits_dtype
 from keras_seq.models.train_step import GradNormLogs
 
 CELLS = {"gru": (GRU, GRUCell), "lstm": (LSTM, LSTMCell)}
@@ -156,7 +156,7 @@ class AttentionDecoderCell(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
-class Seq2Seq(GradNormLogs, keras.Model):
+class Seq2Seq(GradNormLogs, BuiltBeforeTracing, keras.Model):
     """Recurrent encoder–decoder, with Bahdanau attention (RNNsearch) or without (RNNenc).
 
     Args:

@@ -19,7 +19,7 @@ from keras import layers, ops
 from keras_seq import layers as seq_layers
 from keras_seq.layers.params import count_params
 from keras_seq.layers.seeds import seeded_dropout
-from keras_seq.models._build import BuildByCalling, logits_dtype
+from keras_seq.models._build import BuildByCalling, BuiltBeforeTracing, logits_dtype
 
 CELLS = {"rnn": seq_layers.SimpleRNN, "gru": seq_layers.GRU, "lstm": seq_layers.LSTM}
 # Names that keras_seq.layers.params uses for the same cells.
@@ -99,7 +99,7 @@ def units_for_equal_params(vocab_size: int, num_tags: int, embed_dim: int, units
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
-class SequenceTagger(BuildByCalling, keras.Model):
+class SequenceTagger(BuildByCalling, BuiltBeforeTracing, keras.Model):
     """Per-token tagger: embedding → stacked (bidirectional) keras-seq RNNs → tag logits.
 
     Args:
