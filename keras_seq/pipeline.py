@@ -40,6 +40,8 @@ import numpy as np
 from keras_seq.benchmarks.streaming import format_report, plot_report, run_streaming_benchmark
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.web import export_web, step_models
+from keras_seq.machine import describe as describe_machine
+from keras_seq.machine import load_1min
 from keras_seq.metrics import NotComparableError, check_comparable
 from keras_seq.ngram.arpa import write_arpa
 from keras_seq.ngram.compact import NgramStream, read_compact, write_compact
@@ -260,7 +262,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     from keras_seq.tasks.lm.evaluation import evaluate_run
     from keras_seq.tasks.lm.task import train_lm
 
-    started = time.perf_counter()
+    started, machine_at_start = time.perf_counter(), describe_machine()
     out = Path(out)
     if (out / "run" / "config.json").exists():
         raise KerasSeqError(f"{out} already holds a pipeline run; choose a new --out or "
@@ -354,6 +356,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
         "data": data, "out": str(out), "epochs": config.epochs, "minutes_budget": minutes,
         "wall_seconds": wall,
         "stages_seconds": stages,
+        "machine": {**machine_at_start, "load_1min_end": load_1min()},
         "lstm": {"config": config.to_dict(), "epochs": train_results["epochs_done"],
                  "val": lstm_val.to_dict()},
         "ngram": {"order": ngram["best_order"], "arpa": str(ngram["arpa"]),

@@ -4,7 +4,7 @@ the fault campaign (tools/), and the on-device runtime never imports TensorFlow.
 
 The layers, lowest first (a module may import its own layer and the ones below it):
 
-    0  keras_seq, errors, atomic, backend, tables, script_config
+    0  keras_seq, errors, atomic, backend, tables, script_config, machine
     1  runs                      the run-directory layout
     2  data, metrics, sampling
     3  ngram
@@ -32,7 +32,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "keras_seq"
 
 LAYERS = {
     "keras_seq": 0, "keras_seq.errors": 0, "keras_seq.atomic": 0, "keras_seq.backend": 0,
-    "keras_seq.tables": 0, "keras_seq.script_config": 0,
+    "keras_seq.tables": 0, "keras_seq.script_config": 0, "keras_seq.machine": 0,
     "keras_seq.runs": 1,
     "keras_seq.data": 2, "keras_seq.metrics": 2, "keras_seq.sampling": 2,
     "keras_seq.ngram": 3,

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -31,19 +30,10 @@ import numpy as np
 from keras_seq.benchmarks.browser import chromium_path, launch_chromium
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.web import export_web, step_models
+from keras_seq.machine import cpu_name
 from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.runtime.web_server import SiteServer
 from keras_seq.sampling import special_ids
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def native_step_micros(model: Path, steps: int, warmup: int, threads: int) -> np.ndarray:
