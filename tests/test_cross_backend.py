@@ -66,6 +66,9 @@ def test_keras_files_load_under_every_backend(tmp_path):
                                            err_msg=f"{expected.stem}: {writer} -> {reader}")
 
 
+# Slow (a process per backend). Fast version: tests/backends runs under each backend in
+# make test, every layer (stateful included) equal to Keras's built-in with copied weights.
+@pytest.mark.slow
 def test_stateful_tbptt_losses_equal_across_backends(tmp_path):
     if len(BACKENDS) < 2:
         skip_unless("jax", "torch")  # only TensorFlow is installed

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.shared_cache import shared_folder
+
 ARGS = ["--data", "python-docs", "--tokenizer", "char", "--cell", "lstm", "--units", "16",
         "--embed-dim", "8", "--batch-size", "4", "--bptt", "10", "--dropout", "0",
         "--lr", "0.01", "--quiet"]
@@ -71,9 +73,16 @@ S2S_EXACT = ("val_loss", "grad_norm", "grad_norm/encoder", "grad_norm/attention"
 
 @pytest.fixture(scope="module")
 def single(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("single") / "run"
-    _train(run_dir, "--epochs", 3, "--max-steps-per-epoch", 24)
-    return run_dir
+    """The one-device reference, trained in this process (no strategy needs a fresh
+    TensorFlow runtime), once for every xdist worker."""
+    def build(folder):
+        from keras_seq.cli import main
+
+        argv = ["train", "lm", "--run-dir", str(folder / "run"), *ARGS, "--epochs", "3",
+                "--max-steps-per-epoch", "24"]
+        assert main(argv) == 0
+
+    return shared_folder(tmp_path_factory, "distribute-cli-single", build) / "run"
 
 
 def test_mirrored_on_two_logical_cpus_equals_one_device(single, tmp_path):
@@ -146,13 +155,17 @@ def _epochs_done(run_dir):
         return 0
 
 
-@pytest.mark.slow  # its fast versions: the mirrored test, and the kill test's final check
+@pytest.mark.slow  # its fast versions: the mirrored test, tests/test_distribute.py's workers
 def test_two_workers_equal_one_device(single, tmp_path):
     _finish(_start_workers(tmp_path, ["--epochs", 3, "--max-steps-per-epoch", 24]))
     for index in range(2):
         _same_run(tmp_path / f"w{index}", single)
 
 
+# Slow (4 TensorFlow processes). Its parts run in the fast tier: a run killed between a
+# checkpoint and its commit resumes to the reference (tests/reliability/test_training.py),
+# and two workers train as one device (tests/test_distribute.py's worker cluster).
+@pytest.mark.slow
 def test_killed_worker_resumes_to_the_same_weights(single, tmp_path):
     """SIGKILL one worker in epoch 2; the cluster, restarted with --resume, resumes from the
     last checkpoint (epoch boundaries: the stream's state is reset each epoch) and ends

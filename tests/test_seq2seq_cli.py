@@ -38,7 +38,7 @@ def test_resume_continues(run_dir, capsys):
     assert "--resume" in capsys.readouterr().err
 
 
-def test_resume_ends_with_the_same_weights(tmp_path):
+def test_resume_ends_with_the_same_weights(tmp_path, step_mode):
     import keras
     import numpy as np
 
