@@ -383,3 +383,27 @@ def test_export_command_offers_every_variant():
     from keras_seq.export.tflite import ALL_VARIANTS
 
     assert export_command._VARIANTS + export_command._SHARED_TABLE_VARIANTS == ALL_VARIANTS
+
+
+def test_int16x8_converts_a_tied_model_loaded_from_its_run(tmp_path):
+    """The pipeline's tied CIFG-LSTMP, loaded from its run: per-channel int16x8 is refused
+    ("Mismatch between number of weight maxs and channels"), so the variant converts with
+    one weight scale per tensor, says so, and stays close to Keras."""
+    from keras_seq.tasks.lm.config import LMConfig
+    from keras_seq.tasks.lm.task import train_lm
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(100)]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(" ".join(rng.choice(words, 8)) for _ in range(300)) + "\n")
+    config = LMConfig(data=str(corpus), cell="lstmp", cifg=True, embed_dim=16, units=32,
+                      proj_units=16, tie_weights=True, epochs=1, max_steps_per_epoch=2,
+                      batch_size=4, bptt=6, sample_tokens=0, histogram_freq=0)
+    train_lm(config, tmp_path / "run", verbose=0, printer=lambda *a: None)
+    manifest = export_tflite(tmp_path / "run", tmp_path / "out", variants=["int16x8"],
+                             graphs=["step"], calib_tokens=40, parity_tokens=40,
+                             val_tokens=200, printer=lambda *a: None)
+    (entry,) = manifest["models"]
+    assert "error" not in entry, entry
+    assert "one weight scale per tensor" in entry["note"]
+    assert abs(entry["parity"]["ppl_delta_pct"]) < 1.0

@@ -89,8 +89,9 @@ def build_saved_model(graphs: LMGraphs, directory: str | Path, graph_names,
 
 
 def _converter(saved_dir, signature: str, variant: str, representative=None,
-               fallback: bool = False):
+               fallback: bool = False, per_channel: bool = True):
     conv = tf.lite.TFLiteConverter.from_saved_model(str(saved_dir), signature_keys=[signature])
+    conv._experimental_disable_per_channel = not per_channel  # see PER_TENSOR_RETRY
     if variant == "float32":
         return conv
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -114,6 +115,11 @@ def _converter(saved_dir, signature: str, variant: str, representative=None,
 
 
 INTEGER_VARIANTS = ("int8", "int16x8")
+# The int16x8 calibrator keeps one max for a weight table that a GATHER (the embedding)
+# and a FULLY_CONNECTED (the tied output layer) both read, then refuses to quantize the
+# layer per channel ("Mismatch between number of weight maxs and channels: 1 vs V"): such
+# a model converts again with one weight scale per tensor, and the note says so.
+PER_TENSOR_RETRY = "Mismatch between number of weight maxs and channels"
 
 
 @contextlib.contextmanager
@@ -147,9 +153,14 @@ def convert(saved_dir, signature: str, variant: str, representative=None) -> tup
             if variant not in INTEGER_VARIANTS:
                 raise
             first = str(err).strip().splitlines()[-1][:200] if str(err).strip() else repr(err)
-            conv = _converter(saved_dir, signature, variant, representative, fallback=True)
-            flat = conv.convert()
-            note = f"integer-only conversion failed ({first}); float fallback allowed"
+            if PER_TENSOR_RETRY in first:
+                flat = _converter(saved_dir, signature, variant, representative,
+                                  per_channel=False).convert()
+                note = "one weight scale per tensor (the tied table refused per-channel)"
+            else:
+                conv = _converter(saved_dir, signature, variant, representative, fallback=True)
+                flat = conv.convert()
+                note = f"integer-only conversion failed ({first}); float fallback allowed"
     if variant in INTEGER_VARIANTS:
         ops = float_ops(flat)
         kept = [op for op in ops if op not in ("QUANTIZE", "DEQUANTIZE")] or ops
