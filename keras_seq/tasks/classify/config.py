@@ -36,7 +36,7 @@ class ClassifyConfig(TrainConfig):
                                        default_help="75")
     distances: str | None = option(None, "reviews-negation: comma-separated negator-sentiment "
                                    "distances to mix, e.g. 10,35,70", metavar="N,N,…",
-                                   default_help="one distance")
+                                   default_help="10,35,70")
     hard: bool = option(False, "reviews-negation: the bag of words carries no label "
                         "information")
     negated_share: float | None = option(None, "reviews-negation: share of reviews with a "
