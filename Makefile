@@ -57,7 +57,7 @@ lock: $(STAMP)
 
 # One pytest worker per core (pytest-xdist): TensorFlow start-up and tracing dominate the
 # small tests, so two workers on two cores finish in 0.66x the serial time (172 s vs 260 s).
-PYTEST := $(BIN)/python -m pytest -q -n auto --durations=15
+PYTEST := $(BIN)/python -m pytest -q -n auto --dist worksteal --durations=15
 
 # The main run uses the TensorFlow backend; tests/backends (layers and models written
 # backend-neutrally, and the fused-kernel path on reference kernels) then runs again under

@@ -141,7 +141,7 @@ def test_steps_per_epoch_and_max_steps_per_epoch_exclude_each_other(corpus_file)
     assert not config(corpus_file, max_steps_per_epoch=None, steps_per_epoch=4).problems()
 
 
-def test_eval_tokens_validates_on_a_sample_with_an_interval(corpus_file, tmp_path, monkeypatch):
+def test_eval_tokens_validates_on_a_sample_with_an_interval(corpus_file, tmp_path):
     run = tmp_path / "sampled"
     result = train_lm(config(corpus_file, eval_tokens=30, epochs=1), run, verbose=0)
     header, row = csv_rows(run)
@@ -149,6 +149,11 @@ def test_eval_tokens_validates_on_a_sample_with_an_interval(corpus_file, tmp_pat
     assert values["val_ppl_low"] < values["val_perplexity"] < values["val_ppl_high"]
     assert np.isclose(np.log(values["val_perplexity"]), values["val_loss"])
     assert result["val"]["tokens"] > 30  # the whole split when training ends
+
+
+@pytest.mark.slow  # fast versions: the sampled validation above, the budget stops below
+def test_a_budget_stop_with_eval_tokens_evaluates_when_training_ends(corpus_file, tmp_path,
+                                                                      monkeypatch):
     stopped = tmp_path / "stopped"
     monkeypatch.setenv(cb.BUDGET_BATCHES_ENV, "3")  # a budget stop mid-epoch leaves the
     result = train_lm(config(corpus_file, eval_tokens=30, epochs=1), stopped, verbose=0)
