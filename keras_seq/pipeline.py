@@ -17,9 +17,10 @@
    on one thread, alternated over three rounds, each step alone and — for the shipped
    model, its float32 and the n-grams — with the keyboard's top-3 suggestions after it
    (``DIR/streaming.json`` / ``.png``);
-5. the demo model copied to ``DIR/demo/model.tflite`` with its metadata and tokenizer, and
-   a generation check (no ``<pad>``/``<unk>``);
-6. a summary table: neural vs n-gram side by side, and the targets (a)–(e) of
+5. the demo model copied to ``DIR/demo/model.tflite`` with its metadata and tokenizer, a
+   generation check (no ``<pad>``/``<unk>``), and the keyboard metrics (docs/keyboard.md)
+   of every streaming candidate and both n-grams on the validation split;
+6. a summary table: neural vs n-gram side by side, and the targets (a)–(g) of
    :func:`summary_checks`, each a ratio measured side by side in this run.
 
 The default corpus is tinyshakespeare, shipped inside the package (xz, 364 KB), so the job
@@ -40,6 +41,7 @@ import numpy as np
 from keras_seq.benchmarks.streaming import format_report, plot_report, run_streaming_benchmark
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.web import export_web, step_models
+from keras_seq.keyboard import format_metrics, paired_bootstrap, stream_outcomes
 from keras_seq.machine import describe as describe_machine
 from keras_seq.machine import load_1min
 from keras_seq.metrics import NotComparableError, check_comparable
@@ -49,6 +51,7 @@ from keras_seq.ngram.counts import NgramCounts, Vocabulary
 from keras_seq.ngram.data import load_tokenized
 from keras_seq.ngram.kneser_ney import DiscountWarning, kneser_ney
 from keras_seq.ngram.scorer import evaluate
+from keras_seq.ngram.scorer import keyboard_outcomes as ngram_keyboard
 from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.sampling import special_ids
 from keras_seq.tables import print_table
@@ -85,6 +88,11 @@ PIPELINE_VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8", "dynami
 PPL_CUT = 0.15            # (a) shipped model's val PPL ≥ 15% below the best n-gram's
 MAX_BYTES = 1_500_000     # (b) shipped .tflite ≤ 1.5 MB
 MAX_VS_NGRAM = 5.0        # (c) per-token time ≤ 5× the compact n-gram stream's, same job
+#: targets (f) and (g): the shipped model against the compact n-gram, where a user looks
+TOP1_VS_NGRAM = 1.05      # top-1 in-vocab next-word accuracy, as a ratio
+KSR_POINTS = 2.0          # keystroke savings, in percentage points
+#: the keyboard metrics (docs/keyboard.md) the summary table shows per candidate
+KEYBOARD_COLUMNS = ("top1_iv", "top3_iv", "ksr")
 KEYBOARD_K = 3            # the job timed for (c): one step, then the top-3 suggestions
 PPL_TIE_PCT = 0.1         # shipping: PPLs this close are a tie, won by the smaller file
 
@@ -131,6 +139,7 @@ def _ngram_stage(config, out: Path, say, orders=NGRAM_ORDERS) -> dict:
     return {"best_order": best, "model": models[best], "compact": compact, "arpa": arpa,
             "compact_path": compact_path, "result": results[best],
             "compact_result": compact_result, "by_order": results, "val_lines": val_lines,
+            "raw_val_lines": data.raw_lines("val"), "val_text": data.corpus.text("val"),
             "seconds": time.perf_counter() - t0}
 
 
@@ -156,6 +165,27 @@ def _ngram_steppers(ngram: dict) -> tuple[dict, dict, np.ndarray]:
             keyboard.reset, lambda t, s=keyboard: (s.step(t), s.suggest(KEYBOARD_K)))
     ids = np.asarray(ngram["model"].vocab.encode(ngram["val_lines"]).ids)
     return steppers, sizes, ids
+
+
+def _keyboard_stage(out: Path, manifest: dict, ngram: dict, shipped: str, say) -> dict:
+    """Keyboard metrics (docs/keyboard.md) of every streaming TFLite candidate and both
+    n-grams on the validation split, at the same positions, and the shipped model's
+    paired differences from the compact n-gram (95% block-bootstrap intervals)."""
+    order, rated = ngram["best_order"], {}
+    for name, model in ((ngram_runtime(order, "arpa"), ngram["model"]),
+                        (ngram_runtime(order, "compact"), ngram["compact"])):
+        rated[name] = ngram_keyboard(model, ngram["raw_val_lines"], KEYBOARD_K)
+    for m in manifest["models"]:
+        if "error" not in m and m["graph"] in EXPORT_GRAPHS:
+            lm = LiteRTLM(out / "tflite" / m["file"])
+            lm.reset()
+            rated[f"tflite {m['name']}"] = stream_outcomes(lm.step, lm.tokenizer,
+                                                           ngram["val_text"], KEYBOARD_K)
+    metrics = {name: outcome.metrics() for name, outcome in rated.items()}
+    for name, m in metrics.items():
+        say(f"  {name}: {format_metrics(m)}")
+    versus = paired_bootstrap(rated[f"tflite {shipped}"], rated[ngram_runtime(order, "compact")])
+    return {"k": KEYBOARD_K, "models": metrics, "shipped_vs_compact_ngram": versus}
 
 
 def ngram_runtime(order: int, form: str) -> str:
@@ -347,6 +377,10 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     printer(f"  generation check: {generation['tokens']} sampled tokens and 5 suggestions "
             f"before each: {generation['special_tokens'] + generation['special_suggestions']}"
             f" <pad>/<unk>; {generation['line_breaks']} <eos> shown as line breaks")
+    t = time.perf_counter()
+    printer(f"  keyboard metrics on the validation split ({KEYBOARD_K} suggestions):")
+    keyboard = _keyboard_stage(out, manifest, ngram, chosen["name"], printer)
+    stages["keyboard"] = time.perf_counter() - t
     web = _web_site(out, chosen, printer)
 
     # 6. summary
@@ -368,6 +402,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
         "demo_model": {"name": chosen["name"], "path": str(demo_dir / "model.tflite"),
                        "reason": reason, "generation_check": generation},
         "streaming_verdict": report["verdict"],
+        "keyboard": keyboard,
         "web": web,
     }
     summary["table"] = summary_rows(summary, manifest, report)
@@ -409,6 +444,10 @@ def summary_rows(summary: dict, manifest: dict, report: dict) -> list[dict]:
                      "p50_us": r["p50_us"], "p99_us": r["p99_us"],
                      "x_fp32_speed": r.get("speedup_vs_tflite_fp32")
                      if r.get("job", "step") == "step" else None})
+    rated = (summary.get("keyboard") or {}).get("models", {})
+    for row in rows:
+        row.update({f"{name}_%": 100 * rated[row["model"]][name]
+                    for name in KEYBOARD_COLUMNS if row["model"] in rated})
     rows.sort(key=lambda row: (not row["model"].startswith("ngram"), row["job"] != "step"))
     shipped = f"tflite {summary['demo_model']['name']}"
     for row in rows:
@@ -444,7 +483,10 @@ def summary_checks(summary: dict, manifest: dict, report: dict) -> list[dict]:
         the whole distribution);
     (d) it is faster per step than its own float32 (a quantized model that is not is
         pointless);
-    (e) suggestions and generation never offer ``<pad>``/``<unk>``.
+    (e) suggestions and generation never offer ``<pad>``/``<unk>``;
+    (f) its top-1 in-vocab next-word accuracy ≥ 1.05× the compact n-gram's, the paired
+        95% interval of the difference above zero;
+    (g) its keystroke savings ≥ the compact n-gram's + 2.0 points (docs/keyboard.md).
     """
     ng, demo = summary["ngram"], summary["demo_model"]
     shipped = next(m for m in manifest["models"] if m["name"] == demo["name"])
@@ -488,6 +530,33 @@ def summary_checks(summary: dict, manifest: dict, report: dict) -> list[dict]:
         {"target": "(e) suggestions and generation never offer <pad>/<unk>",
          "measured": f"{bad} in {gen['tokens']} samples + {5 * gen['tokens']} suggestions",
          "met": bad == 0},
+        *_keyboard_checks(summary, f"tflite {demo['name']}", compact),
+    ]
+
+
+def _keyboard_checks(summary: dict, shipped: str, compact: str) -> list[dict]:
+    """(f) and (g) of :func:`summary_checks`, from the run's keyboard stage."""
+    keyboard = summary["keyboard"]
+    ours, theirs = keyboard["models"][shipped], keyboard["models"][compact]
+    versus = keyboard["shipped_vs_compact_ngram"]
+
+    def interval(name):
+        d = versus[name]
+        return (f"{100 * d['diff']:+.2f} points (95% {100 * d['low']:+.2f} to "
+                f"{100 * d['high']:+.2f})")
+
+    top1 = ours["top1_iv"] / theirs["top1_iv"] if theirs["top1_iv"] else float("inf")
+    ksr_points = 100 * (ours["ksr"] - theirs["ksr"])
+    return [
+        {"target": f"(f) top-1 in-vocab ≥ {TOP1_VS_NGRAM:.2f}× the compact n-gram's, "
+                   "interval above 0",
+         "measured": f"{100 * ours['top1_iv']:.2f}% vs {100 * theirs['top1_iv']:.2f}% = "
+                     f"{top1:.3f}×; {interval('top1_iv')}",
+         "met": bool(top1 >= TOP1_VS_NGRAM and versus["top1_iv"]["low"] > 0)},
+        {"target": f"(g) keystroke savings ≥ the compact n-gram's + {KSR_POINTS:.1f} points",
+         "measured": f"{100 * ours['ksr']:.2f}% vs {100 * theirs['ksr']:.2f}%: "
+                     f"{interval('ksr')}",
+         "met": bool(ksr_points >= KSR_POINTS)},
     ]
 
 
@@ -497,7 +566,8 @@ def format_summary(summary: dict) -> str:
           "token):", file=buf)
     print_table(summary["table"], ["model", "job", "val_ppl", "size_kib",
                                    "weight_kib_per_token", "p50_us", "p99_us", "x_fp32_speed",
-                                   "shipped"], file=buf)
+                                   *(f"{name}_%" for name in KEYBOARD_COLUMNS), "shipped"],
+                file=buf)
     print("", file=buf)
     print_table([{**c, "met": "yes" if c["met"] else "NO"} for c in summary["checks"]],
                 ["target", "measured", "met"], file=buf)

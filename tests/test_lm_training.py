@@ -215,6 +215,10 @@ def test_compare_runs_with_an_ngram_and_refuse_other_tokens(tmp_path, corpus_fil
     assert png.stat().st_size > 1000 and table["plot"] == str(png)
     assert [r["model"].split()[0] for r in table["rows"]] == ["lstm", "kn"]
     assert all(np.isfinite(r["ppl"]) for r in table["rows"])
+    # keyboard metrics for both on the same positions, and the paired differences
+    assert all(0 <= r["keystrokes saved"] <= 100 for r in table["rows"])
+    (diff,) = table["keyboard_differences"]
+    assert set(diff) >= {"model", "top-1", "top-3 in-vocab", "keystrokes saved"}
     # a vocabulary with min-count 2 counts different tokens: the comparison is refused
     assert main(["compare", "--runs", str(run), "--ngram", str(other)]) == 2
     assert "not comparable" in capsys.readouterr().err
@@ -228,3 +232,31 @@ def test_unseen_unk_warning():
     assert "--min-count 2" in unseen_unk_warning(train, val, unk_id=1)
     assert unseen_unk_warning(np.append(train, 1), val, unk_id=1) is None  # seen in training
     assert unseen_unk_warning(train, np.array([2, 3, 4]), unk_id=1) is None  # no unknowns
+
+
+def test_keyboard_top1_is_the_models_own_argmax(tmp_path, corpus_file, capsys):
+    """`eval lm`'s keyboard line counts what the model itself ranks first: a stateless pass
+    over <eos> + the split, its argmax over the suggestable ids, against each target."""
+    from keras_seq.data.tokenizers import load_tokenizer
+    from keras_seq.tasks.lm.data import corpus_for
+    from keras_seq.tasks.lm.evaluation import keyboard_outcomes, load_run
+
+    run = tmp_path / "run"
+    train_lm(tiny_config(corpus_file, epochs=1), run, verbose=0)
+    out = keyboard_outcomes(run, "val", k=3)
+    config, tokenizer, model = load_run(run)
+    tokens = load_tokenizer(run).tokens(corpus_for(config).text("val"))
+    ids = tokenizer.tokens_to_ids(tokens)
+    stateless = model.clone_for_batch(1, stateful=False)
+    logits = np.array(stateless(np.concatenate([[tokenizer.eos_id], ids[:-1]])[None]))[0]
+    logits[:, [tokenizer.pad_id, tokenizer.unk_id]] = -np.inf
+    rated = [i for i, t in enumerate(tokens) if not (t == "<eos>" and (i == 0 or tokens[i - 1]
+                                                                       == "<eos>"))]
+    hits = (logits.argmax(-1) == ids)[rated] & (ids[rated] != tokenizer.unk_id)
+    assert out.kind.size == len(rated)
+    np.testing.assert_array_equal(out.rank == 0, hits)
+    capsys.readouterr()
+    assert main(["eval", "lm", "--run-dir", str(run), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["keyboard"]["top1"] == pytest.approx(hits.mean())
+    assert main(["eval", "lm", "--run-dir", str(run), "--suggestions", "0"]) == 2
+    assert "--suggestions must be ≥ 1" in capsys.readouterr().err

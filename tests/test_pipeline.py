@@ -28,7 +28,8 @@ def _check_pipeline(out, summary, said, variants):
         assert (out / path).exists(), path
     saved = json.loads((out / "pipeline.json").read_text())
     assert saved["demo_model"]["name"] == summary["demo_model"]["name"]
-    assert list(saved["stages_seconds"]) == ["ngram", "train_lstm", "export", "bench", "demo"]
+    assert list(saved["stages_seconds"]) == ["ngram", "train_lstm", "export", "bench", "demo",
+                                             "keyboard"]
     manifest = json.loads((out / "tflite" / "manifest.json").read_text())
     assert {m["variant"] for m in manifest["models"]} <= set(variants)
     text = "\n".join(said)
@@ -40,8 +41,15 @@ def _check_pipeline(out, summary, said, variants):
     assert models[:2] == [f"ngram KN{order} arpa [hash]", f"ngram KN{order} compact-q8 [trie]"]
     assert all(row["p50_us"] > 0 and row["size_kib"] > 0 for row in summary["table"])
     checks = summary["checks"]
-    assert [c["target"][:3] for c in checks] == ["(a)", "(b)", "(c)", "(d)", "(e)"]
-    assert checks[-1]["met"] is True  # no <pad>/<unk> generated
+    assert [c["target"][:3] for c in checks] == ["(a)", "(b)", "(c)", "(d)", "(e)", "(f)",
+                                                 "(g)"]
+    assert checks[4]["met"] is True  # no <pad>/<unk> generated
+    # (f), (g): keyboard metrics of the shipped model and the compact n-gram, same positions
+    rated = summary["keyboard"]["models"]
+    assert rated[f"tflite {summary['demo_model']['name']}"]["positions"] == \
+        rated[f"ngram KN{order} compact-q8 [trie]"]["positions"] > 0
+    assert all("ksr_%" in row for row in summary["table"])
+    assert "points (95%" in checks[5]["measured"] and "nan" not in checks[6]["measured"]
     # (c) was measured: the shipped model and the compact n-gram both did step + top-3
     jobs = {(r["model"], r["job"]) for r in summary["table"]}
     assert (f"tflite {summary['demo_model']['name']}", "step+top3") in jobs
@@ -137,7 +145,13 @@ def _row(runtime, p50, rounds, job="step"):
 def _summary(name="step_int4", bad=0, size=780_000, ppl=73.3):
     summary = {"ngram": {"order": 5, "val": {"ppl": 91.12}}, "comparable": True,
                "demo_model": {"name": name, "generation_check": {
-                   "tokens": 300, "special_tokens": bad, "special_suggestions": 0}}}
+                   "tokens": 300, "special_tokens": bad, "special_suggestions": 0}},
+               "keyboard": {"models": {
+                   f"tflite {name}": {"top1_iv": 0.18, "ksr": 0.45},
+                   "ngram KN5 compact-q8 [trie]": {"top1_iv": 0.16, "ksr": 0.42}},
+                   "shipped_vs_compact_ngram": {
+                       "top1_iv": {"diff": 0.02, "low": 0.004, "high": 0.036},
+                       "ksr": {"diff": 0.03, "low": 0.021, "high": 0.039}}}}
     manifest = _manifest(("step_float32", 5_000_000, 72.6), (name, size, ppl))
     compact = "ngram KN5 compact-q8 [trie]"
     report = {"rows": [_row(compact, 8.0, [8.0, 8.1]), _row(f"{compact} +top3", 40.0,
@@ -150,25 +164,36 @@ def _summary(name="step_int4", bad=0, size=780_000, ppl=73.3):
 
 def test_the_targets_are_ratios_measured_in_the_run():
     checks = summary_checks(*_summary())
-    assert [c["met"] for c in checks] == [True] * 5, checks
+    assert [c["met"] for c in checks] == [True] * 7, checks
     assert checks[0]["measured"] == "step_int4 73.30 vs KN5 91.12 = 0.804×"
     # (c): the step alone on both sides, 36 / 8 µs, and the keyboard's job, 70 / 40 µs
     assert checks[2]["measured"] == ("step 36.0 vs 8.0 µs = 4.50× (rounds 4.50–4.94×); "
                                      "+top-3 70.0 vs 40.0 µs = 1.75× (rounds 1.75–1.95×)")
     assert checks[3]["measured"] == "float32 / step_int4 = 4.17× (rounds 3.50–4.17×)"
+    assert checks[5]["measured"] == ("18.00% vs 16.00% = 1.125×; +2.00 points (95% +0.40 to "
+                                     "+3.60)")
+    assert checks[6]["measured"] == "45.00% vs 42.00%: +3.00 points (95% +2.10 to +3.90)"
 
 
 def test_each_target_can_be_missed():
     summary, manifest, report = _summary()
     report["rows"][4]["p50_us"] = 201.0  # (c) keyboard > 5 × 40 µs
     met = [c["met"] for c in summary_checks(summary, manifest, report)]
-    assert met == [True, True, False, True, True]
+    assert met == [True, True, False, True, True, True, True]
     summary, manifest, report = _summary()
     report["rows"][3]["p50_us"] = 151.0  # (c) step > 5 × 8 µs, and (d) slower than float32
     met = [c["met"] for c in summary_checks(summary, manifest, report)]
-    assert met == [True, True, False, False, True]
+    assert met == [True, True, False, False, True, True, True]
     met = [c["met"] for c in summary_checks(*_summary(bad=1, size=1_500_001, ppl=77.5))]
-    assert met == [False, False, True, True, False]
+    assert met == [False, False, True, True, False, True, True]
+    summary, manifest, report = _summary()
+    versus = summary["keyboard"]["shipped_vs_compact_ngram"]
+    versus["top1_iv"]["low"] = -0.001  # (f): 1.125× but the interval reaches 0
+    summary["keyboard"]["models"]["tflite step_int4"]["ksr"] = 0.4399  # (g): +1.99 points
+    assert [c["met"] for c in summary_checks(summary, manifest, report)][5:] == [False, False]
+    summary, manifest, report = _summary()
+    summary["keyboard"]["models"]["tflite step_int4"]["top1_iv"] = 0.1679  # 1.049×
+    assert not summary_checks(summary, manifest, report)[5]["met"]
     summary, manifest, report = _summary()
     summary["comparable"] = False  # (a) needs the same tokens
     assert not summary_checks(summary, manifest, report)[0]["met"]

@@ -16,6 +16,8 @@ from pathlib import Path
 from keras_seq.atomic import json_safe
 from keras_seq.data.corpus import EMBEDDED, REGISTRY
 from keras_seq.data.splits import DEFAULT_SPLIT, SPLITS
+from keras_seq.errors import KerasSeqError
+from keras_seq.keyboard import format_metrics
 from keras_seq.ranges import (  # noqa: F401  (re-exported: the commands import them here)
     AT_LEAST_1,
     FRACTION,
@@ -142,6 +144,39 @@ def use_backend(args) -> str:
 
 def add_json_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def add_keyboard_args(parser: argparse.ArgumentParser) -> None:
+    """``--keyboard/--no-keyboard`` and ``--suggestions K`` (docs/keyboard.md)."""
+    parser.add_argument("--keyboard", action=argparse.BooleanOptionalAction, default=None,
+                        help="top-1/top-3 next-word accuracy, completion after 1 and 2 "
+                             "letters and keystroke savings (docs/keyboard.md); default: "
+                             "wherever the run's words allow (a word tokenizer on text)")
+    parser.add_argument("--suggestions", type=int, default=3, metavar="K",
+                        help="the suggestion strip's size for --keyboard (default: 3)")
+
+
+def keyboard_or_note(args, compute):
+    """``compute()``'s :class:`~keras_seq.keyboard.KeyboardOutcomes`; None with
+    ``--no-keyboard``, or with a note on stderr where they cannot be measured and
+    ``--keyboard`` was not asked for (then the error stands)."""
+    if args.keyboard is False:
+        return None
+    if args.suggestions < 1:
+        raise KerasSeqError(f"--suggestions must be ≥ 1 (the strip's size), got "
+                            f"{args.suggestions}")
+    try:
+        return compute()
+    except KerasSeqError as error:
+        if args.keyboard:
+            raise
+        print(f"keyboard metrics skipped: {error}", file=sys.stderr)
+        return None
+
+
+def print_keyboard(metrics: dict | None) -> None:
+    if metrics:
+        print(format_metrics(metrics))
 
 
 def print_json(payload) -> None:

@@ -7,12 +7,15 @@ import sys
 from keras_seq.commands._common import (
     add_eval_command,
     add_json_arg,
+    add_keyboard_args,
     add_train_command,
     check_run_arg,
     check_tokenizer_options,
     check_train_dir,
     config_overrides,
+    keyboard_or_note,
     print_json,
+    print_keyboard,
     print_train_results,
     train_printer,
     use_backend,
@@ -32,8 +35,9 @@ def register(subparsers) -> None:
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="start from a TensorFlow PTB tutorial configuration (flags override "
                         "it; default: none, LMConfig's values)")
-    add_eval_command(subparsers, "lm", "cross-entropy and perplexity, state carried over the "
-                     "whole split", run_eval, split="val")
+    p = add_eval_command(subparsers, "lm", "cross-entropy, perplexity and keyboard metrics, "
+                         "state carried over the whole split", run_eval, split="val")
+    add_keyboard_args(p)
 
     p = subparsers.add_parser("generate", help="sample text from a trained language model "
                                                "(lm or conditioned run)")
@@ -64,6 +68,7 @@ def register(subparsers) -> None:
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="also draw each run's train/val perplexity per epoch")
     add_json_arg(p)
+    add_keyboard_args(p)
     p.set_defaults(func=run_compare)
 
 
@@ -94,14 +99,18 @@ def run_train(args) -> int:
 def run_eval(args) -> int:
     check_run_arg(args.run_dir, "lm")
     # lazy: keeps `keras-seq --help` fast (loads Keras)
-    from keras_seq.tasks.lm.evaluation import evaluate_run
+    from keras_seq.tasks.lm.evaluation import evaluate_run, keyboard_outcomes
 
     result = evaluate_run(args.run_dir, args.split)
+    outcomes = keyboard_or_note(args, lambda: keyboard_outcomes(args.run_dir, args.split,
+                                                                args.suggestions))
+    keyboard = outcomes.metrics() if outcomes else None
     if args.json:
-        print_json(result.to_dict())
+        print_json({**result.to_dict(), "keyboard": keyboard})
     else:
         print(f"{args.split}: cross-entropy {result.nats:.4f} nats ({result.bits:.3f} bits), "
               f"PPL {result.ppl:.2f} over {result.tokens:,} tokens ({result.oov:,} <unk>)")
+        print_keyboard(keyboard)
         print(f"fingerprint {result.fingerprint['tokenizer']}, corpus "
               f"{result.fingerprint['corpus']} ({result.fingerprint['corpus_sha256'][:12]}…)")
     return 0
@@ -149,13 +158,14 @@ def _generate_conditioned(args, sampler) -> int:
 
 
 def _evaluate_ngram_like(arpa_path: str, run_dir: str, split: str):
-    """Score an ARPA model on the corpus and split of ``run_dir``, tokenized as it was trained."""
+    """Score an ARPA model on the corpus and split of ``run_dir``, tokenized as it was
+    trained: ``(PerplexityResult, keyboard(k) -> KeyboardOutcomes)``."""
     # lazy: keeps `keras-seq --help` fast
     from pathlib import Path
 
     from keras_seq.ngram.arpa import read_arpa
     from keras_seq.ngram.data import load_tokenized
-    from keras_seq.ngram.scorer import evaluate
+    from keras_seq.ngram.scorer import evaluate, keyboard_outcomes
 
     config = LMConfig.load(Path(run_dir) / "config.json")
     model = read_arpa(arpa_path)
@@ -165,7 +175,8 @@ def _evaluate_ngram_like(arpa_path: str, run_dir: str, split: str):
                           min_count=opts.get("min_count") or 1, split=config.split_ratio,
                           data_dir=config.data_dir)
     name = f"{meta.get('smoothing', 'n-gram')} {model.order}-gram ({Path(arpa_path).name})"
-    return evaluate(model, data.lines(split), fingerprint=data.fingerprint(split), name=name)
+    result = evaluate(model, data.lines(split), fingerprint=data.fingerprint(split), name=name)
+    return result, lambda k: keyboard_outcomes(model, data.raw_lines(split), k)
 
 
 def run_compare(args) -> int:
@@ -175,14 +186,29 @@ def run_compare(args) -> int:
     for run in args.runs:
         check_run_arg(run, "lm")
     # lazy: keeps `keras-seq --help` fast (loads Keras)
-    from keras_seq.tasks.lm.evaluation import evaluate_run
+    from keras_seq.keyboard import LABELS, METRICS, paired_bootstrap
+    from keras_seq.tasks.lm.evaluation import evaluate_run, keyboard_outcomes
 
     results = [evaluate_run(run, args.split) for run in args.runs]
+    keyboards = [lambda k, run=run: keyboard_outcomes(run, args.split, k) for run in args.runs]
     if args.ngram:
-        results.append(_evaluate_ngram_like(args.ngram, args.runs[0], args.split))
+        result, keyboard = _evaluate_ngram_like(args.ngram, args.runs[0], args.split)
+        results.append(result)
+        keyboards.append(keyboard)
     check_comparable(*results)
     rows = [{"model": r.model, "tokens": r.tokens, "nats": r.nats, "ppl": r.ppl}
             for r in results]
+    outcomes = keyboard_or_note(args, lambda: [kb(args.suggestions) for kb in keyboards])
+    differences = []
+    if outcomes:
+        for row, outcome in zip(rows, outcomes):
+            row.update({LABELS[m]: 100 * v for m, v in outcome.metrics().items()
+                        if m in METRICS})
+        differences = [{"model": f"{rows[0]['model']} − {row['model']}",
+                        **{LABELS[m]: f"{100 * d['diff']:+.2f} ({100 * d['low']:+.2f} to "
+                                      f"{100 * d['high']:+.2f})"
+                           for m, d in paired_bootstrap(outcomes[0], other).items()}}
+                       for row, other in zip(rows[1:], outcomes[1:])]
     if args.plot:
         # lazy: keeps `keras-seq --help` fast
         from keras_seq.analysis.curves import plot_learning_curves
@@ -193,9 +219,12 @@ def run_compare(args) -> int:
                                    "per epoch")
     if args.json:
         print_json({"split": args.split, "fingerprint": results[0].fingerprint, "rows": rows,
-                    "plot": args.plot})
+                    "keyboard_differences": differences, "plot": args.plot})
     else:
         print_table(rows)
+        if differences:
+            print("keyboard differences in points, paired block bootstrap 95% interval:")
+            print_table(differences)
         if args.plot:
             print(f"curves: {args.plot}")
     return 0

@@ -10,7 +10,13 @@ import math
 import sys
 import time
 
-from keras_seq.commands._common import add_data_args, check_tokenizer_options
+from keras_seq.commands._common import (
+    add_data_args,
+    add_keyboard_args,
+    check_tokenizer_options,
+    keyboard_or_note,
+    print_keyboard,
+)
 from keras_seq.data.splits import SPLITS
 
 
@@ -60,6 +66,7 @@ def register(subparsers) -> None:
     data_args(p)
     p.add_argument("--split", default="val", choices=SPLITS, help="split scored")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    add_keyboard_args(p)
     p.set_defaults(func=run_eval)
 
     p = sub.add_parser("sparsity", help="unseen n-grams and MLE/add-k/KN perplexity by order")
@@ -165,7 +172,7 @@ def run_eval(args) -> int:
     from keras_seq.errors import DataError
     from keras_seq.ngram.arpa import read_arpa
     from keras_seq.ngram.data import load_tokenized
-    from keras_seq.ngram.scorer import evaluate, zero_prob_tokens
+    from keras_seq.ngram.scorer import evaluate, keyboard_outcomes, zero_prob_tokens
 
     model = read_arpa(args.model)
     meta = model.metadata
@@ -186,8 +193,11 @@ def run_eval(args) -> int:
     }
     zeros = zero_prob_tokens(model, lines) if math.isinf(result.ppl) else 0
     out = result.to_dict()
+    outcomes = keyboard_or_note(args, lambda: keyboard_outcomes(
+        model, data.raw_lines(args.split), args.suggestions))
     out.update(smoothing=meta.get("smoothing", "unknown"), order=model.order,
-               zero_probability_tokens=zeros, **checks)
+               zero_probability_tokens=zeros, **checks,
+               keyboard=outcomes.metrics() if outcomes else None)
     if args.json:
         print(json.dumps(out, indent=2, default=lambda v: str(v)))
     else:
@@ -196,6 +206,7 @@ def run_eval(args) -> int:
         print(f"tokens      {result.tokens:,} (OOV <unk>: {result.oov:,})")
         print(f"cross-ent.  {result.nats:.4f} nats/token = {result.bits:.4f} bits/token")
         print(f"perplexity  {result.ppl:.3f}")
+        print_keyboard(out["keyboard"])
         if zeros:
             print(f"            infinite: {zeros:,} tokens have probability 0 (n-grams never "
                   "seen in training; MLE has no smoothing)")

@@ -64,3 +64,25 @@ def zero_prob_tokens(model, lines) -> int:
     """How many tokens of ``lines`` get probability 0 (these make the perplexity infinite)."""
     lp, _ = token_log10probs(model, lines)
     return int(np.isneginf(lp).sum())
+
+
+def keyboard_outcomes(model, raw_lines, k: int = 3):
+    """:class:`~keras_seq.keyboard.KeyboardOutcomes` of an n-gram on word lines (unknown
+    words kept as they are, so keystroke savings type them in full): at each position the
+    whole vocabulary is scored from the history (:meth:`NgramStream.distribution`), the
+    target read, then stepped."""
+    # lazy: the compact module builds the stream's indexes; scoring needs none of it
+    from keras_seq.keyboard import KeyboardScorer, positions
+    from keras_seq.ngram.compact import NgramStream
+
+    vocab = model.vocab
+    specials = [vocab.index[w] for w in ("<unk>", "<s>")]
+    scorer = KeyboardScorer(vocab.words, blocked=specials, end_of_line=vocab.index["</s>"],
+                            k=k)
+    stream = NgramStream(model)
+    targets = iter(positions(raw_lines))
+    for token in vocab.encode(raw_lines).ids:  # <s> w … </s> per line: <s> only resets
+        if token != vocab.index["<s>"]:
+            scorer.add(stream.distribution(), next(targets))
+        stream.step(int(token))
+    return scorer.outcomes()

@@ -13,8 +13,10 @@ import numpy as np
 
 from keras_seq import runs
 from keras_seq.backend import compiled, to_numpy
+from keras_seq.data.prepared import PreparedCorpus
 from keras_seq.data.tokenizers import EOS, load_tokenizer
 from keras_seq.errors import KerasSeqError
+from keras_seq.keyboard import KeyboardScorer, word_stream
 from keras_seq.layers.state import reset_recurrent_states
 from keras_seq.metrics import PerplexityResult
 from keras_seq.models import loading
@@ -154,6 +156,49 @@ def evaluate_run(run_dir: str | Path, split: str = "val") -> PerplexityResult:
         log_probs, fingerprint=fingerprint(tokenizer, corpus, split), oov=oov,
         model=f"{name} ({Path(run_dir).name})",
     )
+
+
+def keyboard_outcomes(run_dir: str | Path, split: str = "val", k: int = 3):
+    """:class:`~keras_seq.keyboard.KeyboardOutcomes` of a run's model on ``split``: the
+    positions an n-gram predicts (every word of each non-blank line and its end; the
+    stream starts after an ``<eos>``, so the first word is predicted too), with the whole
+    vocabulary scored at each (state carried, as :func:`evaluate_stream`)."""
+    config, tokenizer, model = load_run(run_dir)
+    corpus = corpus_for(config)
+    if isinstance(corpus, PreparedCorpus):
+        raise KerasSeqError(f"{corpus.path} holds ids, in which unknown words are already "
+                            "<unk>; keystroke savings need the words: train on the source "
+                            "text, or pass --no-keyboard")
+    if not has_text(corpus, split):
+        raise KerasSeqError(f"split {split!r} of {corpus.name} is empty")
+    inputs, targets = word_stream(tokenizer, corpus.text(split))
+    scorer = KeyboardScorer(tokenizer.vocab, [tokenizer.pad_id, tokenizer.unk_id],
+                            tokenizer.eos_id, k)
+    for start, rows in _log_softmax_rows(model, inputs):
+        for row, target in zip(rows, targets[start:start + len(rows)]):
+            scorer.add(row, target)
+    return scorer.outcomes()
+
+
+def _log_softmax_rows(model, inputs, window: int = EVAL_WINDOW):
+    """``(start, log_probs (T, V))`` for windows of ``inputs``: the distribution of the
+    token after each input (an NPLM reads its fixed window, a recurrent LM its state)."""
+    from keras import ops  # lazy: Keras is imported once the backend is chosen
+
+    if isinstance(model, NPLM):
+        # the window before each of inputs[1:] and one more: the context of every target
+        windows = nplm_windows(np.append(inputs, 0), model.order - 1)  # (N, n − 1)
+        fn = compiled(model, lambda x: ops.log_softmax(
+            ops.cast(model(x, training=False), "float32"), axis=-1))
+        for start in range(0, len(inputs), window):
+            yield start, to_numpy(fn(windows[start:start + window]))
+        return
+    runner = model.clone_for_batch(1, stateful=True)
+    fn = compiled(runner, lambda x: ops.log_softmax(
+        ops.cast(runner(x, training=False), "float32"), axis=-1))  # (1, T, V)
+    reset_recurrent_states(runner)
+    for start in range(0, len(inputs), window):
+        yield start, to_numpy(fn(inputs[None, start:start + window]))[0]
 
 
 def _next_token_fn(runner):
