@@ -6,7 +6,7 @@ The layers, lowest first (a module may import its own layer and the ones below i
 
     0  keras_seq, errors, atomic, backend, tables, script_config, machine
     1  runs                      the run-directory layout
-    2  data, metrics, sampling
+    2  data, metrics, keyboard, sampling
     3  ngram
     4  layers
     5  models
@@ -34,7 +34,8 @@ LAYERS = {
     "keras_seq": 0, "keras_seq.errors": 0, "keras_seq.atomic": 0, "keras_seq.backend": 0,
     "keras_seq.tables": 0, "keras_seq.script_config": 0, "keras_seq.machine": 0,
     "keras_seq.runs": 1,
-    "keras_seq.data": 2, "keras_seq.metrics": 2, "keras_seq.sampling": 2,
+    "keras_seq.data": 2, "keras_seq.metrics": 2, "keras_seq.keyboard": 2,
+    "keras_seq.sampling": 2,
     "keras_seq.ngram": 3,
     "keras_seq.layers": 4,
     "keras_seq.models": 5,

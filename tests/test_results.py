@@ -1,0 +1,53 @@
+"""The README's measured claims come from docs/results.json (tools/results.py), so they
+cannot drift from what the runs recorded, from their pages, or from the code's rules."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from keras_seq.pipeline import MAX_BYTES, PPL_CUT, choose_shipped_model
+from tools import results as tool
+
+ROOT = Path(__file__).resolve().parents[1]
+NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e-?\d+)?")
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return tool.load()
+
+
+def test_the_readme_blocks_are_what_the_results_file_renders(recorded):
+    text = tool.README.read_text()
+    assert set(tool.blocks(text)) == set(tool.RENDERERS), "a generated block is missing"
+    assert text == tool.render(text, recorded), (
+        "README.md differs from docs/results.json: run `python -m tools.results render`")
+
+
+def test_every_headline_number_is_on_its_page(recorded):
+    for row in recorded["headlines"]:
+        page = (ROOT / row["page"].split("#")[0]).read_text()
+        missing = [n for n in NUMBER.findall(row["measured"]) if n not in page]
+        assert not missing, f"{row['what']!r}: {missing} not on {row['page']}"
+
+
+def test_the_recorded_main_job_agrees_with_the_code(recorded):
+    runs = recorded["main_job"]["runs"]
+    assert runs, "no make demo run recorded: python -m tools.results record RUN_DIR…"
+    for run in runs:
+        manifest = {"models": [{**c, "parity": {"val_ppl": c["val_ppl"]}}
+                               for c in run["candidates"] if c["val_ppl"] is not None]}
+        chosen, _ = choose_shipped_model(manifest, run["ngram"]["val_ppl"])
+        assert chosen["name"] == run["shipped"]["name"], "the shipping rule picks another"
+        targets = " ".join(c["target"] for c in run["checks"])
+        assert f"{MAX_BYTES / 1e6:.1f} MB" in targets and f"{PPL_CUT:.0%}" in targets
+        assert {"cpu", "cores", "load_1min"} <= set(run["machine"])
+
+
+def test_a_changed_record_changes_the_readme(recorded):
+    text = tool.README.read_text()
+    changed = {**recorded, "headlines": recorded["headlines"][:-1]}
+    assert tool.render(text, changed) != text
