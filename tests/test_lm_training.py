@@ -259,4 +259,4 @@ def test_keyboard_top1_is_the_models_own_argmax(tmp_path, corpus_file, capsys):
     assert main(["eval", "lm", "--run-dir", str(run), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["keyboard"]["top1"] == pytest.approx(hits.mean())
     assert main(["eval", "lm", "--run-dir", str(run), "--suggestions", "0"]) == 2
-    assert "--suggestions must be ≥ 1" in capsys.readouterr().err
+    assert "--suggestions must be ≥ 1 (got 0)" in capsys.readouterr().err

@@ -162,9 +162,6 @@ def keyboard_or_note(args, compute):
     ``--keyboard`` was not asked for (then the error stands)."""
     if args.keyboard is False:
         return None
-    if args.suggestions < 1:
-        raise KerasSeqError(f"--suggestions must be ≥ 1 (the strip's size), got "
-                            f"{args.suggestions}")
     try:
         return compute()
     except KerasSeqError as error:
@@ -384,7 +381,7 @@ FLAG_RANGES: dict[str, Range] = {
         "vocab", "embed", "seq_len", "batch", "num_eval", "repeat", "nplm_context", "budget",
         "threads", "max_batch_size", "num_batch_threads", "max_body_bytes", "max_instances",
         "max_text_length", "max_generated_tokens", "max_connections", "distances", "k",
-        "eval_tokens", "lm_steps", "workers",
+        "eval_tokens", "lm_steps", "workers", "suggestions",
         "vocab_size",  # the tokenizer checks the rest (subword: ≥ 16) before any work
     ), AT_LEAST_1),
     **dict.fromkeys((
