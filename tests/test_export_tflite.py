@@ -33,9 +33,11 @@ from keras_seq.export.tflite import (
     parity,
     quantize_shared_table,
 )
+from keras_seq.keyboard import stream_outcomes
 from keras_seq.models import RecurrentLM
 from keras_seq.runtime.litert import LiteRTLM
-from keras_seq.tasks.lm.evaluation import load_run
+from keras_seq.tasks.lm.data import corpus_for
+from keras_seq.tasks.lm.evaluation import keyboard_outcomes, load_run
 
 # max |Δlogits| over 40 validation tokens, about 2.5× what the learned fixture measures
 # (float16 6.9e-4, dynamic 2.6e-2 [step, sequence; 2.1e-2 fused], int8 0.38, int16x8 0.032;
@@ -77,6 +79,25 @@ def weight_dtypes(path, shapes=WEIGHT_SHAPES) -> dict:
 @pytest.fixture(scope="module")
 def export_all(tmp_path_factory):
     return exported(tmp_path_factory, variants=VARIANTS, run="learned")
+
+
+def test_keras_and_tflite_offer_the_same_suggestions(export_all):
+    """At every validation position the float32 step model and the Keras model put the
+    target at the same place in the 3-word strip (or both outside it), before any letter
+    and as letters are typed: the same keyboard metrics. (The browser page offers what
+    LiteRT does: tests/test_web.py.)"""
+    out, manifest = export_all
+    run = manifest["run_dir"]
+    keras_side = keyboard_outcomes(run, "val", k=3)
+    lm = LiteRTLM(out / "step_float32.tflite")
+    lm.reset()
+    lite = stream_outcomes(lm.step, lm.tokenizer, corpus_for(load_run(run)[0]).text("val"))
+    assert lite.kind.size == keras_side.kind.size > 50
+    np.testing.assert_array_equal(np.minimum(lite.rank, 3), np.minimum(keras_side.rank, 3))
+    np.testing.assert_array_equal(np.minimum(lite.prefix_rank, 3),
+                                  np.minimum(keras_side.prefix_rank, 3))
+    np.testing.assert_array_equal(lite.typed, keras_side.typed)
+    assert lite.metrics() == keras_side.metrics()
 
 
 def test_the_fixture_has_learned_and_is_big_enough_to_quantize(export_all):
