@@ -121,6 +121,32 @@ def test_typed_suggestions_equal_litert_python(browser, server, exported_steps, 
     page.close()
 
 
+def test_the_page_counts_how_often_the_typed_word_was_suggested(browser, server,
+                                                                 exported_steps):
+    """The running hit rate: each word typed, against the strip shown before its first
+    letter (what LiteRT Python suggests after the words before it)."""
+    text = "a dog sat on the big red mat "
+    page, errors = _open(browser, f"{server.url}index.html?model=step_dynamic")
+    page.evaluate("window.kerasSeq.ready")
+    page.type("#input", text)
+    page.wait_for_selector(f"#suggestions[data-text={json.dumps(text)}]")
+    shown = {key: int(page.get_attribute("#hits", f"data-{key}"))
+             for key in ("words", "top1", "top3")}
+    lm = LiteRTLM(exported_steps / "step_dynamic.tflite")
+    words = lm.tokenizer.tokens(text)
+    top1 = top3 = 0
+    for i, word in enumerate(words):
+        lm.reset()
+        lm.feed_ids(lm.tokenizer.tokens_to_ids(words[:i]))
+        strip = [token for token, _ in lm.suggest(3)]
+        top1 += strip[0] == word
+        top3 += word in strip
+    assert shown == {"words": len(words), "top1": top1, "top3": top3}
+    assert top3 > top1 > 0  # the toy corpus is predictable: both counts mean something
+    assert "the first suggestion" in page.inner_text("#hits") and not errors
+    page.close()
+
+
 def test_page_generates_and_benchmarks(browser, server):
     page, errors = _open(browser, f"{server.url}index.html")
     page.evaluate("window.kerasSeq.ready")

@@ -88,6 +88,47 @@ class Keyboard {
   }
 }
 
+// The running hit rate of what the user types (docs/keyboard.md's top-1 / top-3): for each
+// word typed, was it first / among the suggestions shown before its first letter? Each
+// strip shown with nothing typed of the next word is kept by its context; a word counts
+// once, when the context first goes past it.
+class HitRate {
+  constructor() {
+    this.strips = new Map();   // context ids joined → the suggestion ids shown there
+    this.counted = new Set();  // "context>word" already counted
+    this.words = 0;
+    this.top1 = 0;
+    this.top3 = 0;
+  }
+
+  update(result) {
+    const ids = result.context;
+    for (let i = 0; i < ids.length; i++) {
+      const context = ids.slice(0, i).join(",");
+      const key = `${context}>${ids[i]}`;
+      const strip = this.strips.get(context);
+      if (!strip || this.counted.has(key)) continue;
+      this.counted.add(key);
+      this.words++;
+      if (strip[0] === ids[i]) this.top1++;
+      if (strip.slice(0, 3).includes(ids[i])) this.top3++;
+    }
+    if (result.partial === "") this.strips.set(ids.join(","), result.suggestions.map((s) => s.id));
+  }
+}
+
+function renderHits(hits) {
+  const el = $("hits");
+  el.dataset.words = String(hits.words);
+  el.dataset.top1 = String(hits.top1);
+  el.dataset.top3 = String(hits.top3);
+  const pct = (n) => `${(100 * n / hits.words).toFixed(0)}%`;
+  el.textContent = hits.words
+    ? `your words: ${hits.words} · the first suggestion ${pct(hits.top1)} · among the 3 ` +
+      `${pct(hits.top3)}`
+    : "";
+}
+
 function renderSuggestions(result, onPick) {
   const strip = $("suggestions");
   strip.replaceChildren();
@@ -166,13 +207,16 @@ async function main() {
     input.focus();
   };
   let pending = 0;
+  const hits = new HitRate();
   const refresh = async () => {
     const mine = ++pending;
     document.body.dataset.state = "busy";
     try {
       const result = await keyboard.suggestFor(input.value);
+      hits.update(result);  // every result, even one a newer keystroke overtook
       if (mine !== pending) return;
       renderSuggestions(result, pick);
+      renderHits(hits);
       renderLatency(keyboard.latencies);
       $("suggestions").dataset.text = input.value;
       document.body.dataset.state = "ready";
