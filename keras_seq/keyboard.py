@@ -80,8 +80,7 @@ def stream_outcomes(step, tokenizer, text: str, k: int = 3) -> KeyboardOutcomes:
     """Rate a streaming model that ``step(id)`` → scores ``(V,)`` of the next token (a
     LiteRT step model, reset first) on ``text``, read as :func:`word_stream` lays it out."""
     inputs, targets = word_stream(tokenizer, text)
-    scorer = KeyboardScorer(tokenizer.vocab, [tokenizer.pad_id, tokenizer.unk_id],
-                            tokenizer.eos_id, k)
+    scorer = KeyboardScorer.for_tokenizer(tokenizer, k)
     for token, target in zip(inputs, targets):
         scorer.add(step(int(token)), target)
     return scorer.outcomes()
@@ -161,6 +160,12 @@ class KeyboardScorer:
         self._sorted_words = [w for w, _ in words]  # lexicographic: a prefix is a range
         self._sorted_ids = np.array([i for _, i in words], np.int64)
         self._rows: list[tuple[int, int, int, int, int, int]] = []
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer, k: int = 3) -> KeyboardScorer:
+        """A scorer over a keras-seq tokenizer's vocabulary (``<pad>``, ``<unk>`` never
+        suggested; ``<eos>`` ends the line)."""
+        return cls(tokenizer.vocab, [tokenizer.pad_id, tokenizer.unk_id], tokenizer.eos_id, k)
 
     def _rank(self, scores: np.ndarray, ids: np.ndarray, target: int) -> int:
         """The target's rank among ``ids`` by score (ties: lower id first)."""

@@ -76,13 +76,13 @@ def keyboard_outcomes(model, raw_lines, k: int = 3):
     from keras_seq.ngram.compact import NgramStream
 
     vocab = model.vocab
-    specials = [vocab.index[w] for w in ("<unk>", "<s>")]
-    scorer = KeyboardScorer(vocab.words, blocked=specials, end_of_line=vocab.index["</s>"],
-                            k=k)
+    bos = vocab.index["<s>"]
+    scorer = KeyboardScorer(vocab.words, blocked=[vocab.index["<unk>"], bos],
+                            end_of_line=vocab.index["</s>"], k=k)
     stream = NgramStream(model)
     targets = iter(positions(raw_lines))
     for token in vocab.encode(raw_lines).ids:  # <s> w … </s> per line: <s> only resets
-        if token != vocab.index["<s>"]:
+        if token != bos:
             scorer.add(stream.distribution(), next(targets))
         stream.step(int(token))
     return scorer.outcomes()

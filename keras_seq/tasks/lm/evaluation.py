@@ -172,8 +172,7 @@ def keyboard_outcomes(run_dir: str | Path, split: str = "val", k: int = 3):
     if not has_text(corpus, split):
         raise KerasSeqError(f"split {split!r} of {corpus.name} is empty")
     inputs, targets = word_stream(tokenizer, corpus.text(split))
-    scorer = KeyboardScorer(tokenizer.vocab, [tokenizer.pad_id, tokenizer.unk_id],
-                            tokenizer.eos_id, k)
+    scorer = KeyboardScorer.for_tokenizer(tokenizer, k)
     for start, rows in _log_softmax_rows(model, inputs):
         for row, target in zip(rows, targets[start:start + len(rows)]):
             scorer.add(row, target)
