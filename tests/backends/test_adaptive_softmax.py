@@ -7,7 +7,6 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
-import torch
 
 from keras_seq.layers import AdaptiveSoftmax
 from keras_seq.models import RecurrentLM
@@ -19,11 +18,20 @@ D, V, CUTOFFS = 16, 50, [10, 30]
 PATHS = ["dense"] if BACKEND == "jax" else ["dense", "gather"]
 
 
+@pytest.fixture(scope="module")
+def torch():
+    """PyTorch, the reference, imported when a test here first runs: at module top it was
+    imported while collecting, by every xdist worker of the TensorFlow phase (3.5 s each)."""
+    import torch as module
+
+    return module
+
+
 def _np(x):
     return keras.ops.convert_to_numpy(x)
 
 
-def _pair(head_bias=True, div_value=2.0, **kwargs):
+def _pair(torch, head_bias=True, div_value=2.0, **kwargs):
     """A torch reference and an AdaptiveSoftmax with its weights (Linear weights transposed)."""
     torch.manual_seed(0)
     ref = torch.nn.AdaptiveLogSoftmaxWithLoss(D, V, CUTOFFS, div_value=div_value,
@@ -46,8 +54,8 @@ TARGETS[0, :6] = [0, 9, 10, 29, 30, 49]
 
 
 @pytest.mark.parametrize("head_bias", [False, True])
-def test_log_prob_equals_pytorch(head_bias):
-    ref, ours = _pair(head_bias=head_bias)
+def test_log_prob_equals_pytorch(head_bias, torch):
+    ref, ours = _pair(torch, head_bias=head_bias)
     want = ref.log_prob(torch.from_numpy(H.reshape(-1, D))).detach().numpy()
     got = _np(ours(H)).reshape(-1, V)
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
@@ -57,8 +65,8 @@ def test_log_prob_equals_pytorch(head_bias):
 
 
 @pytest.mark.parametrize("loss_path", PATHS)
-def test_loss_equals_pytorch(loss_path):
-    ref, ours = _pair(loss_path=loss_path)
+def test_loss_equals_pytorch(loss_path, torch):
+    ref, ours = _pair(torch, loss_path=loss_path)
     out = ref(torch.from_numpy(H.reshape(-1, D)), torch.from_numpy(TARGETS.reshape(-1)).long())
     np.testing.assert_allclose(_np(ours.target_log_prob(H, TARGETS)).reshape(-1),
                                out.output.detach().numpy(), atol=1e-5, rtol=0)
@@ -69,8 +77,8 @@ def test_loss_equals_pytorch(loss_path):
     np.testing.assert_allclose(float(_np(ours.loss(H, TARGETS, weights))), want, atol=1e-5)
 
 
-def test_top_k_is_the_full_distributions():
-    _, ours = _pair()
+def test_top_k_is_the_full_distributions(torch):
+    _, ours = _pair(torch)
     values, ids = ours.top_k(H, 5)
     full = _np(ours.log_prob(H))
     np.testing.assert_array_equal(_np(ids), np.argsort(-full, axis=-1)[..., :5])
@@ -78,8 +86,8 @@ def test_top_k_is_the_full_distributions():
                                atol=1e-6)
 
 
-def test_config_round_trip_and_errors():
-    _, ours = _pair()
+def test_config_round_trip_and_errors(torch):
+    _, ours = _pair(torch)
     clone = AdaptiveSoftmax.from_config(ours.get_config())
     assert (clone.cutoffs, clone.div_value, clone.head_bias) == (CUTOFFS, 2.0, True)
     assert ours.tail_sizes(D) == [(8, 20), (4, 20)]  # torch: int(16 // 2**(i+1))
