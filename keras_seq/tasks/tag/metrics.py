@@ -61,12 +61,6 @@ def bio_spans(sentences: list[list[str]]) -> set[tuple[int, str, int, int]]:
             for kind, start, end in _chunks(sent)}
 
 
-def _split(label: str) -> tuple[str, str]:
-    """``"B-PER"`` -> ``("B", "PER")``; ``"O"`` -> ``("O", "")``."""
-    tag, _, kind = label.partition("-")
-    return tag, kind
-
-
 def _chunk_ends(prev_tag: str, prev_kind: str, tag: str, kind: str) -> bool:
     """conlleval.pl's ``endOfChunk`` (E and S end a span too): does one end before this
     token?"""
@@ -87,7 +81,7 @@ def _chunks(sentence) -> list[tuple[str, int, int]]:
     chunks, start = [], 0
     prev_tag, prev_kind = "O", ""
     for i, label in enumerate([*sentence, "O"]):
-        tag, kind = _split(str(label))
+        tag, _, kind = str(label).partition("-")  # "B-PER" -> B, PER; "O" -> O, ""
         if _chunk_ends(prev_tag, prev_kind, tag, kind):
             chunks.append((prev_kind, start, i - 1))
         if _chunk_starts(prev_tag, prev_kind, tag, kind):
