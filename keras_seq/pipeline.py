@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_seq.benchmarks.streaming import format_report, plot_report, run_streaming_benchmark
 from keras_seq.errors import KerasSeqError
+from keras_seq.export.streaming import format_report, plot_report, run_streaming_benchmark
 from keras_seq.export.web import export_web, step_models
 from keras_seq.keyboard import format_metrics, paired_bootstrap, stream_outcomes
 from keras_seq.machine import describe as describe_machine

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from test_export_common import exported, trained_run
 
-from keras_seq.benchmarks.streaming import (
+from keras_seq.cli import main
+from keras_seq.export.streaming import (
     PPL_TOLERANCE_PCT,
     TARGET_SPEEDUP,
     _row,
@@ -17,7 +18,6 @@ from keras_seq.benchmarks.streaming import (
     streamed_models,
     weight_bytes_per_token,
 )
-from keras_seq.cli import main
 
 
 def test_export_cli(tmp_path_factory, tmp_path, capsys):
@@ -154,7 +154,7 @@ def test_rounds_give_the_speedup_spread_round_by_round():
 
 
 def test_interleaved_rounds_alternate_the_runtimes_on_their_own_streams():
-    from keras_seq.benchmarks.streaming import interleaved_streams
+    from keras_seq.export.streaming import interleaved_streams
 
     order, seen = [], {"a": [], "b": []}
 

@@ -15,9 +15,9 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 from test_export_common import LEARNED_UNITS, exported, learned_run
 
-from keras_seq.benchmarks.streaming import weight_bytes_per_token
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.graphs import LMGraphs
+from keras_seq.export.streaming import weight_bytes_per_token
 from keras_seq.export.tflite import (
     SHARED_TABLE_VARIANTS,
     VARIANTS,

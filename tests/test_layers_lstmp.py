@@ -437,7 +437,7 @@ def test_tflite_step_models_stream_like_keras(lstmp_export):
 
 
 def test_streaming_benchmark_runs_an_lstmp_model(lstmp_export):
-    from keras_seq.benchmarks.streaming import format_report, run_streaming_benchmark
+    from keras_seq.export.streaming import format_report, run_streaming_benchmark
 
     run, out, _ = lstmp_export
     report = run_streaming_benchmark(run, tokens=5, warmup=2, threads=(1,), export_dir=out,

@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from keras_seq.benchmarks.streaming import bench_ngram_stream
 from keras_seq.errors import DataError, KerasSeqError
+from keras_seq.export.streaming import bench_ngram_stream
 from keras_seq.ngram import read_arpa, train_kneser_ney, write_arpa
 from keras_seq.ngram.backoff import BackoffModel
 from keras_seq.ngram.compact import (
@@ -332,7 +332,7 @@ def test_stream_takes_only_models(model):
 
 # ------------------------------------------------------------------------------ benchmark
 def test_bench_row_has_the_streaming_benchmarks_format(model, held_out, tmp_path):
-    from keras_seq.benchmarks.streaming import _row
+    from keras_seq.export.streaming import _row
 
     compact = _write_read(model, tmp_path, 8)
     ids = compact.vocab.encode(held_out[:30]).ids

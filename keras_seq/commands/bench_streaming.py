@@ -32,7 +32,7 @@ def run_streaming(args) -> int:
 
     check_run_arg(args.run_dir, "lm")
     # lazy: keeps `keras-seq --help` fast
-    from keras_seq.benchmarks.streaming import format_report, plot_report, run_streaming_benchmark
+    from keras_seq.export.streaming import format_report, plot_report, run_streaming_benchmark
 
     if args.tokens < 1:
         raise ValueError(f"--tokens must be ≥ 1, got {args.tokens}")

@@ -41,7 +41,7 @@ perplexity exactly when unquantized, and within what the codebooks cost otherwis
 :class:`NgramStream` is the keyboard's view: one token at a time, ``step`` (advance and
 return that token's log10 p), ``score`` (one candidate) and ``suggest`` (top-k next
 tokens, vectorised over the vocabulary), on a :class:`CompactNgram` or a BackoffModel;
-:func:`keras_seq.benchmarks.streaming.bench_ngram_stream` times it per token.
+:func:`keras_seq.export.streaming.bench_ngram_stream` times it per token.
 
 Example:
 
