@@ -459,14 +459,46 @@ def prepare_corpus(data, out, *, tokenizer: str = "word", max_vocab: int | None 
     out = Path(out).expanduser()
     _claim(out)
     stream = StreamedText(str(data), data_dir=data_dir, chunk_bytes=chunk_bytes)
-    size = _source_bytes(stream)
+    total_bytes, sha256 = _scan_source(stream, quiet)
+    _fit_vocabulary(tok, stream, fractions, total_bytes, block_chars, quiet)
+    dtype = "uint16" if tok.vocab_size <= 1 << 16 else "uint32"
+    stats, digest, n_tokens = _encode_splits(tok, stream, fractions, out, dtype, total_bytes,
+                                             block_chars, quiet)
+    if stream.sha256 != sha256 or stream.bytes != total_bytes:
+        discard(out / TOKENS)
+        raise DataError(f"{stream.name} changed while it was being prepared (its sha256 "
+                        "differs between the first and the last pass); prepare it again "
+                        "once nothing writes to it")
+    tok.save(out / TOKENIZER_FILE)
+    write_json_atomic(out / MANIFEST, {
+        "format": FORMAT,
+        "version": VERSION,
+        "dtype": dtype,
+        "tokens": n_tokens,
+        "splits": _split_offsets(stats),
+        "split_spec": "files" if stream.split_files else split,
+        "source": {"name": stream.name, "sha256": sha256, "bytes": total_bytes,
+                   "chars": stream.chars, "replaced_bytes": stream.replaced_bytes,
+                   "notes": stream.notes},
+        "tokenizer": tok.describe(),
+        "stats": stats,
+        "tokens_sha256": digest,
+    })
+    return PreparedCorpus(out)
 
-    bar = _progress(size, "prepare 1/3 scan", quiet)
+
+def _scan_source(stream: StreamedText, quiet: bool) -> tuple[int, str]:
+    """Pass 1: read the whole source once; its ``(bytes, sha256)``."""
+    bar = _progress(_source_bytes(stream), "prepare 1/3 scan", quiet)
     for _ in stream.pieces(bar.update):
         pass
     bar.close()
-    total_bytes, sha256 = stream.bytes, stream.sha256
+    return stream.bytes, stream.sha256
 
+
+def _fit_vocabulary(tok, stream: StreamedText, fractions, total_bytes: int, block_chars: int,
+                    quiet: bool) -> None:
+    """Pass 2: fit ``tok``'s vocabulary on the counts of the train split's tokens."""
     bar = _progress(total_bytes, "prepare 2/3 count", quiet)
     counts, nonblank = tok.counter(), False
     for name, text in _blocks(_split_pieces(stream, fractions, bar.update), block_chars):
@@ -481,8 +513,12 @@ def prepare_corpus(data, out, *, tokenizer: str = "word", max_vocab: int | None 
         raise DataError(f"corpus {stream.name!r} has an empty training split; expected text "
                         "with at least one non-blank line")
     tok.fit_counts(counts)
-    dtype = "uint16" if tok.vocab_size <= 1 << 16 else "uint32"
 
+
+def _encode_splits(tok, stream: StreamedText, fractions, out: Path, dtype: str,
+                   total_bytes: int, block_chars: int, quiet: bool) -> tuple[dict, str, int]:
+    """Pass 3: encode every split into ``out/tokens.bin``; (per-split stats, the file's
+    sha256, the token count)."""
     stats = {s: {"chars": 0, "lines": 0, "tokens": 0, "oov_tokens": 0, "nonblank": False}
              for s in SPLITS}
     last_char = dict.fromkeys(SPLITS, "")
@@ -497,44 +533,33 @@ def prepare_corpus(data, out, *, tokenizer: str = "word", max_vocab: int | None 
             if crash == "mid-write":
                 f.flush()
                 die()
-            st = stats[name]
-            st["chars"] += len(text)
-            st["lines"] += text.count("\n")
-            st["tokens"] += len(ids)
-            st["oov_tokens"] += unknown
-            st["nonblank"] = st["nonblank"] or bool(text.strip())
+            _add_block_stats(stats[name], text, len(ids), unknown)
             last_char[name] = text[-1]
             n_tokens += len(ids)
         f.flush()
         os.fsync(f.fileno())
     bar.close()
-    if stream.sha256 != sha256 or stream.bytes != total_bytes:
-        discard(out / TOKENS)
-        raise DataError(f"{stream.name} changed while it was being prepared (its sha256 "
-                        "differs between the first and the last pass); prepare it again "
-                        "once nothing writes to it")
     for name in SPLITS:  # a last line without a line break is a line too (data stats)
         stats[name]["lines"] += bool(last_char[name]) and last_char[name] != "\n"
-    tok.save(out / TOKENIZER_FILE)
+    return stats, digest.hexdigest(), n_tokens
+
+
+def _add_block_stats(st: dict, text: str, n_ids: int, unknown: int) -> None:
+    """Add one encoded block of text (``n_ids`` ids, ``unknown`` of them OOV) to ``st``."""
+    st["chars"] += len(text)
+    st["lines"] += text.count("\n")
+    st["tokens"] += n_ids
+    st["oov_tokens"] += unknown
+    st["nonblank"] = st["nonblank"] or bool(text.strip())
+
+
+def _split_offsets(stats: dict) -> dict[str, list[int]]:
+    """Each split's ``[start, end)`` in ``tokens.bin`` (the splits are stored in order)."""
     offsets, start = {}, 0
     for name in SPLITS:
         offsets[name] = [start, start + stats[name]["tokens"]]
         start += stats[name]["tokens"]
-    write_json_atomic(out / MANIFEST, {
-        "format": FORMAT,
-        "version": VERSION,
-        "dtype": dtype,
-        "tokens": n_tokens,
-        "splits": offsets,
-        "split_spec": "files" if stream.split_files else split,
-        "source": {"name": stream.name, "sha256": sha256, "bytes": total_bytes,
-                   "chars": stream.chars, "replaced_bytes": stream.replaced_bytes,
-                   "notes": stream.notes},
-        "tokenizer": tok.describe(),
-        "stats": stats,
-        "tokens_sha256": digest.hexdigest(),
-    })
-    return PreparedCorpus(out)
+    return offsets
 
 
 def _claim(out: Path) -> None:

@@ -455,16 +455,8 @@ def train_kn_bounded(token_id_chunks, vocab, order: int, memory_bytes: int, out,
 
 def _train(d, chunks, vocab, N, memory, out, fallback, metadata, progress, workers):
     V = len(vocab)
-    ids_path, pos_path = d.path("ids"), d.path("pos")
-    tokens = _TokenWriter(ids_path, pos_path, V)
-    try:
-        for chunk in chunks:
-            tokens.add(chunk)
-    finally:
-        tokens.close()
+    tokens, ids_path, pos_path = _write_tokens(d, chunks, V)
     T = tokens.n_tokens
-    if tokens.n_sentences == 0:
-        raise DataError("no tokens to estimate from: every sentence is empty")
     # Sizes measured: a counting block holds ~150 bytes of temporaries per token, so blocks
     # of memory/512 tokens keep the peak near memory/3 (plus ~100 MB for Python and numpy).
     rows = max(MIN_ROWS, memory // 512)
@@ -472,6 +464,51 @@ def _train(d, chunks, vocab, N, memory, out, fallback, metadata, progress, worke
     block_rows = max(MIN_ROWS, memory // 512)
 
     # 2. counting: keys/counts/aux files per order (order 1 is dense, in RAM)
+    tables, sizes, n_runs = _count_orders(d, N, V, ids_path, pos_path, T, rows, memory,
+                                          progress)
+
+    # 3. adjusted counts and discounts
+    adjusted, counts_of_counts = _adjusted_counts(d, N, V, tokens.unigrams, tables, sizes,
+                                                  part_rows, block_rows)
+    discounts = {n: discounts_from_counts_of_counts(counts_of_counts[n], n, fallback)
+                 for n in range(1, N + 1)}
+
+    # 4. probabilities, lowest order first
+    probs, backoffs = _probabilities(d, N, V, tables, sizes, adjusted, discounts, part_rows,
+                                     block_rows, progress)
+
+    # 5. ARPA
+    counts = sizes[1:]
+    meta = {"smoothing": "kn", "order": N, "discounts": {n: discounts[n] for n in range(1, N + 1)}}
+    meta.update(metadata)
+    if isinstance(out, (str, os.PathLike)):
+        with open(out, "w", encoding="utf-8", newline="\n") as f:
+            _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows,
+                   progress, workers)
+    else:
+        _write(d, out, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows, progress,
+               workers)
+    return BoundedKNResult(counts, meta["discounts"], T - tokens.n_sentences,
+                           tokens.n_sentences, n_runs[1:])
+
+
+def _write_tokens(d: _Dir, chunks, V):
+    """Step 1: the id chunks as ``<s> w … </s>`` token files; (writer, ids path, pos path)."""
+    ids_path, pos_path = d.path("ids"), d.path("pos")
+    tokens = _TokenWriter(ids_path, pos_path, V)
+    try:
+        for chunk in chunks:
+            tokens.add(chunk)
+    finally:
+        tokens.close()
+    if tokens.n_sentences == 0:
+        raise DataError("no tokens to estimate from: every sentence is empty")
+    return tokens, ids_path, pos_path
+
+
+def _count_orders(d: _Dir, N, V, ids_path, pos_path, T, rows, memory, progress):
+    """Step 2: count orders 2..N into keys/counts/aux files; (tables, sizes, runs per order),
+    each indexed by order (order 1 is dense, in RAM: no table, ``V`` types)."""
     tables = [None, None]  # indexed by order; order 1 needs no files
     sizes = [0, V]
     n_runs = [0, 0]
@@ -491,91 +528,109 @@ def _train(d, chunks, vocab, N, memory, out, fallback, metadata, progress, worke
     bar.close()
     if prev_end:
         os.remove(prev_end)
+    return tables, sizes, n_runs
 
-    # 3. adjusted counts and discounts
+
+def _counts_of_counts(a, coc=(0, 0, 0, 0, 0)) -> list[int]:
+    """``coc`` plus how many of the counts ``a`` are 0, 1, 2, 3 and 4."""
+    return [c + int((a == k).sum()) for c, k in zip(coc, range(5))]
+
+
+def _adjusted_counts(d: _Dir, N, V, unigrams, tables, sizes, part_rows, block_rows):
+    """Step 3: the adjusted counts per order (order 1: an array; others: a file) and the
+    counts-of-counts ``{n: [n0, …, n4]}``, highest order first."""
     adjusted = [None] * (N + 1)
     counts_of_counts = {}
     for n in range(N, 0, -1):
         if n == 1:
-            a = tokens.unigrams.copy()
+            a = unigrams.copy()
             if N > 1:
                 a = next(_bincount_parts(tables[2]["aux"], V, V, block_rows))[2]
-                a[BOS] = tokens.unigrams[BOS]
+                a[BOS] = unigrams[BOS]
             a[BOS] = 0
             adjusted[1] = a
-            coc = [int((a == k).sum()) for k in range(5)]
+            coc = _counts_of_counts(a)
         elif n == N:
             adjusted[n] = tables[n]["counts"]
             coc = [0] * 5
             for a in _blocks(adjusted[n], np.int64, block_rows):
-                coc = [c + int((a == k).sum()) for c, k in zip(coc, range(5))]
+                coc = _counts_of_counts(a, coc)
         else:
-            path = d.path(f"adj{n}")
-            coc = [0] * 5
-            with open(path, "wb") as f:
-                for lo, hi, left in _bincount_parts(tables[n + 1]["aux"], sizes[n], part_rows,
-                                                    block_rows):
-                    raw = _read(tables[n]["counts"], np.int64, lo, hi)
-                    bos = (_read(tables[n]["aux"], np.int64, lo, hi) & 1).astype(bool)
-                    a = np.where(bos, raw, left)
-                    a.tofile(f)
-                    coc = [c + int((a == k).sum()) for c, k in zip(coc, range(5))]
-            adjusted[n] = path
+            adjusted[n], coc = _continuation_counts(d, n, tables, sizes, part_rows, block_rows)
         counts_of_counts[n] = coc
-    discounts = {n: discounts_from_counts_of_counts(counts_of_counts[n], n, fallback)
-                 for n in range(1, N + 1)}
+    return adjusted, counts_of_counts
 
-    # 4. probabilities, lowest order first
-    uniform = 1.0 / (V - 1)  # <unk> and </s> included, <s> excluded
-    a1 = adjusted[1]
-    af = a1.astype(np.float64)
-    dd = np.asarray(discounts[1])[np.minimum(a1, 3)]
-    group = np.zeros(V, dtype=np.int64)
-    denom = np.bincount(group, weights=af)
-    gamma = np.bincount(group, weights=dd) / np.where(denom > 0, denom, 1.0)
-    p1 = (af - dd) / denom[group] + gamma[group] * uniform
-    probs = [None, d.path("p1")]
-    p1.tofile(probs[1])
+
+def _continuation_counts(d: _Dir, n, tables, sizes, part_rows, block_rows):
+    """Adjusted counts of a middle order ``n`` (its raw count where the n-gram starts with
+    ``<s>``, else its continuation count), to a file; (path, counts-of-counts)."""
+    path = d.path(f"adj{n}")
+    coc = [0] * 5
+    with open(path, "wb") as f:
+        for lo, hi, left in _bincount_parts(tables[n + 1]["aux"], sizes[n], part_rows,
+                                            block_rows):
+            raw = _read(tables[n]["counts"], np.int64, lo, hi)
+            bos = (_read(tables[n]["aux"], np.int64, lo, hi) & 1).astype(bool)
+            a = np.where(bos, raw, left)
+            a.tofile(f)
+            coc = _counts_of_counts(a, coc)
+    return path, coc
+
+
+def _probabilities(d: _Dir, N, V, tables, sizes, adjusted, discounts, part_rows, block_rows,
+                   progress):
+    """Step 4: the probability file of every order and the backoff files of orders < N
+    (both lists indexed by order), lowest order first."""
+    probs = [None, _unigram_probs(d, V, adjusted[1], discounts[1])]
     backoffs = [None] * (N + 1)  # per order n < N: files of (context id, log10 gamma)
     bar = progress("estimating", sum(sizes[2:]))
     for n in range(2, N + 1):
         lower = _gather(d, tables[n]["aux"], probs[n - 1], sizes[n - 1], part_rows, block_rows)
         probs.append(d.path(f"p{n}"))
         backoffs[n - 1] = (d.path(f"bo-ctx{n - 1}"), d.path(f"bo-val{n - 1}"))
-        Dn = np.asarray(discounts[n])
-        with open(probs[n], "wb") as fp, open(backoffs[n - 1][0], "wb") as fc, \
-                open(backoffs[n - 1][1], "wb") as fv:
-            for keys, a, low in _context_blocks(tables[n]["keys"], V, sizes[n], block_rows,
-                                                (adjusted[n], np.int64), (lower, np.float64)):
-                prefix = keys // V
-                new = np.r_[True, prefix[1:] != prefix[:-1]]  # keys are sorted: no sort
-                ctx, g = prefix[new], np.cumsum(new) - 1
-                af = a.astype(np.float64)
-                dd = Dn[np.minimum(a, 3)]
-                denom = np.bincount(g, weights=af)
-                gamma = np.bincount(g, weights=dd) / np.where(denom > 0, denom, 1.0)
-                u = (af - dd) / denom[g]
-                (u + gamma[g] * low).tofile(fp)
-                ctx.tofile(fc)
-                with np.errstate(divide="ignore"):
-                    np.log10(gamma).tofile(fv)
-                bar.update(keys.size)
+        _order_probs(tables[n]["keys"], V, sizes[n], block_rows, adjusted[n], lower,
+                     discounts[n], probs[n], backoffs[n - 1], bar)
         os.remove(lower)
     bar.close()
+    return probs, backoffs
 
-    # 5. ARPA
-    counts = sizes[1:]
-    meta = {"smoothing": "kn", "order": N, "discounts": {n: discounts[n] for n in range(1, N + 1)}}
-    meta.update(metadata)
-    if isinstance(out, (str, os.PathLike)):
-        with open(out, "w", encoding="utf-8", newline="\n") as f:
-            _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows,
-                   progress, workers)
-    else:
-        _write(d, out, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows, progress,
-               workers)
-    return BoundedKNResult(counts, meta["discounts"], T - tokens.n_sentences,
-                           tokens.n_sentences, n_runs[1:])
+
+def _unigram_probs(d: _Dir, V, a1, discounts1) -> str:
+    """The order-1 probabilities (interpolated with the uniform distribution), to a file."""
+    uniform = 1.0 / (V - 1)  # <unk> and </s> included, <s> excluded
+    af = a1.astype(np.float64)
+    dd = np.asarray(discounts1)[np.minimum(a1, 3)]
+    group = np.zeros(V, dtype=np.int64)
+    denom = np.bincount(group, weights=af)
+    gamma = np.bincount(group, weights=dd) / np.where(denom > 0, denom, 1.0)
+    p1 = (af - dd) / denom[group] + gamma[group] * uniform
+    path = d.path("p1")
+    p1.tofile(path)
+    return path
+
+
+def _order_probs(keys_path, V, n_rows, block_rows, adjusted_path, lower_path, discounts,
+                 prob_path, backoff_paths, bar) -> None:
+    """One order's interpolated probabilities (to ``prob_path``) and its contexts' log10
+    backoffs (to ``backoff_paths``: context ids, values), block by block of contexts."""
+    Dn = np.asarray(discounts)
+    with open(prob_path, "wb") as fp, open(backoff_paths[0], "wb") as fc, \
+            open(backoff_paths[1], "wb") as fv:
+        for keys, a, low in _context_blocks(keys_path, V, n_rows, block_rows,
+                                            (adjusted_path, np.int64), (lower_path, np.float64)):
+            prefix = keys // V
+            new = np.r_[True, prefix[1:] != prefix[:-1]]  # keys are sorted: no sort
+            ctx, g = prefix[new], np.cumsum(new) - 1
+            af = a.astype(np.float64)
+            dd = Dn[np.minimum(a, 3)]
+            denom = np.bincount(g, weights=af)
+            gamma = np.bincount(g, weights=dd) / np.where(denom > 0, denom, 1.0)
+            u = (af - dd) / denom[g]
+            (u + gamma[g] * low).tofile(fp)
+            ctx.tofile(fc)
+            with np.errstate(divide="ignore"):
+                np.log10(gamma).tofile(fv)
+            bar.update(keys.size)
 
 
 @dataclass(frozen=True)

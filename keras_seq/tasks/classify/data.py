@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import json
 import math
@@ -261,6 +262,25 @@ def reviews_negation(num: int, length: int = 80, negator_pos: int = 5,
     if sentiment_pos >= length:
         raise DataError(f"received sentiment_pos={sentiment_pos} with length={length}; "
                         "expected sentiment_pos < length (0-based positions)")
+    distances = _check_distances(distances, negator_pos, sentiment_pos)
+    if not isinstance(negated_share, (int, float)) or not 0.0 <= negated_share <= 1.0:
+        raise DataError(f"received negated_share={negated_share!r}; expected a fraction in "
+                        "[0, 1], e.g. 0.5 (half the reviews hold a negator)")
+    rng = np.random.default_rng([REVIEWS_NEGATION_VERSION, int(seed)])
+    words_for = functools.partial(_review_words, rng, np.array(FILLER_WORDS), length,
+                                  sentiment_pos)
+    if hard:
+        examples, groups = _hard_reviews(num, distances, sentiment_pos, words_for)
+    else:
+        examples, groups = _easy_reviews(num, distances, sentiment_pos, negated_share,
+                                         words_for)
+    order = rng.permutation(num)
+    return [examples[i] for i in order], [groups[i] for i in order]
+
+
+def _check_distances(distances, negator_pos, sentiment_pos: int) -> tuple[int, ...]:
+    """The negator distances of :func:`reviews_negation` as a tuple of ints, checked
+    (``None``: the single distance ``sentiment_pos − negator_pos``)."""
     if distances is None:
         negator_pos = _check_int("negator_pos", negator_pos, 0)
         if negator_pos >= sentiment_pos:
@@ -277,52 +297,60 @@ def reviews_negation(num: int, length: int = 80, negator_pos: int = 5,
             raise DataError(f"received distance {d!r}; expected integers in 1..sentiment_pos "
                             f"({sentiment_pos}) so the negator fits before the sentiment word, "
                             "e.g. distances=(10, 35, 70)")
-    distances = tuple(int(d) for d in distances)
-    if not isinstance(negated_share, (int, float)) or not 0.0 <= negated_share <= 1.0:
-        raise DataError(f"received negated_share={negated_share!r}; expected a fraction in "
-                        "[0, 1], e.g. 0.5 (half the reviews hold a negator)")
+    return tuple(int(d) for d in distances)
+
+
+def _review_words(rng, filler, length: int, sentiment_pos: int, positive: bool, d: int):
+    """One review's random words: ``(filler words, sentiment word, negator, negator
+    position)``, drawn in that order, the sentiment word of polarity ``positive``."""
+    words = list(rng.choice(filler, size=length))
+    sentiment = str(rng.choice((NEGATIVE_WORDS, POSITIVE_WORDS)[positive]))
+    negator = str(rng.choice(NEGATORS))
+    return words, sentiment, negator, sentiment_pos - d
+
+
+def _hard_reviews(num: int, distances, sentiment_pos: int, words_for):
+    """The hard variant's ``(examples, groups)`` before shuffling: pairs of reviews with the
+    same words, the negator before the sentiment word in one and after it in the other."""
     k = len(distances)
-    rng = np.random.default_rng([REVIEWS_NEGATION_VERSION, int(seed)])
-    filler = np.array(FILLER_WORDS)
-    polar = (NEGATIVE_WORDS, POSITIVE_WORDS)
-
-    def words_for(positive: bool, d: int):
-        words = list(rng.choice(filler, size=length))
-        return words, str(rng.choice(polar[positive])), str(rng.choice(NEGATORS)), \
-            sentiment_pos - d
-
     examples: list[tuple[str, str]] = []
     groups: list[int] = []
-    if hard:
-        # Bag j: polarity j % 2; distances cycle so that each (distance, polarity) recurs.
-        for j in range((num + 1) // 2):
-            positive, d = j % 2 == 1, distances[(j // 2 + j % 2) % k]
-            words, sentiment, negator, early = words_for(positive, d)
-            for negator_first in (True, False):
-                if len(examples) == num:
-                    break
-                review = list(words)
-                review[early], review[sentiment_pos] = (negator, sentiment) if negator_first \
-                    else (sentiment, negator)
-                examples.append((" ".join(review), "pos" if positive != negator_first
-                                 else "neg"))
-                groups.append(d)
-    else:
-        # Pair j: one positive and one negative review at distance j % k, both negated
-        # or neither (so one label each); negation spread evenly over a distance's pairs.
-        for i in range(num):
-            j, positive = i // 2, i % 2 == 0
-            d, jj = distances[j % k], j // k
-            negated = math.floor((jj + 1) * negated_share + 1e-9) > \
-                math.floor(jj * negated_share + 1e-9)
-            words, sentiment, negator, early = words_for(positive, d)
-            words[sentiment_pos] = sentiment
-            if negated:
-                words[early] = negator
-            examples.append((" ".join(words), "pos" if positive != negated else "neg"))
+    # Bag j: polarity j % 2; distances cycle so that each (distance, polarity) recurs.
+    for j in range((num + 1) // 2):
+        positive, d = j % 2 == 1, distances[(j // 2 + j % 2) % k]
+        words, sentiment, negator, early = words_for(positive, d)
+        for negator_first in (True, False):
+            if len(examples) == num:
+                break
+            review = list(words)
+            review[early], review[sentiment_pos] = (negator, sentiment) if negator_first \
+                else (sentiment, negator)
+            examples.append((" ".join(review), "pos" if positive != negator_first
+                             else "neg"))
             groups.append(d)
-    order = rng.permutation(num)
-    return [examples[i] for i in order], [groups[i] for i in order]
+    return examples, groups
+
+
+def _easy_reviews(num: int, distances, sentiment_pos: int, negated_share: float, words_for):
+    """The easy variant's ``(examples, groups)`` before shuffling: a share
+    ``negated_share`` of each distance's reviews hold a negator, the rest none."""
+    k = len(distances)
+    examples: list[tuple[str, str]] = []
+    groups: list[int] = []
+    # Pair j: one positive and one negative review at distance j % k, both negated
+    # or neither (so one label each); negation spread evenly over a distance's pairs.
+    for i in range(num):
+        j, positive = i // 2, i % 2 == 0
+        d, jj = distances[j % k], j // k
+        negated = math.floor((jj + 1) * negated_share + 1e-9) > \
+            math.floor(jj * negated_share + 1e-9)
+        words, sentiment, negator, early = words_for(positive, d)
+        words[sentiment_pos] = sentiment
+        if negated:
+            words[early] = negator
+        examples.append((" ".join(words), "pos" if positive != negated else "neg"))
+        groups.append(d)
+    return examples, groups
 
 
 # -- one entry point --------------------------------------------------------------------

@@ -37,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import json
 import re
@@ -450,44 +451,18 @@ def make_tagging_task(spec: str, seed: int = 0, split_ratio: str = DEFAULT_SPLIT
     default_tag = None
     kind, _, rest = spec.partition(":")
     if kind in ("conll", "conllu") and rest:
-        def read(p):
-            if kind == "conll":
-                return read_conll(p, token_col, tag_col)
-            return read_conllu(p, tag_field)
-
         if kind == "conll":
             info.update(token_col=token_col, tag_col=tag_col)
         else:
             info.update(tag_field=tag_field)
-        paths = [p.strip() for p in rest.split(",")] if "," in rest else [rest]
-        if len(paths) not in (1, 3) or not all(paths):
-            raise DataError(f"{spec!r}: expected one file ({kind}:PATH) or three "
-                            f"comma-separated files ({kind}:TRAIN,VAL,TEST)")
-        info["sources"] = {p: _read_text(p, kind)[2] for p in paths}  # sha256 of each file
-        if len(paths) == 1:
-            sentences = read(paths[0])
-            if max_sentences is not None and len(sentences) > max_sentences:
-                notes.append(f"kept the first {max_sentences} of {len(sentences)} sentences")
-                sentences = sentences[:max_sentences]
-            splits = split_items(sentences, fractions, seed=seed)
-        else:
-            splits = dict(zip(SPLITS, (read(p) for p in paths)))
-            info["split_ratio"] = "files"
-            if max_sentences is not None:
-                total = sum(len(s) for s in splits.values())
-                splits = _cap_splits(splits, max_sentences,
-                                     [len(s) / total for s in splits.values()])
+        read = functools.partial(_read_tagged, kind, token_col=token_col, tag_col=tag_col,
+                                 tag_field=tag_field)
+        splits = _file_splits(spec, kind, rest, read, fractions, seed, max_sentences, info,
+                              notes)
     elif kind == "restore-punct":
-        if rest and corpus is not None and corpus != rest:
-            raise DataError(f"{spec!r} names corpus {rest!r} but corpus={corpus!r}; give one")
-        text = load_corpus(rest or corpus or EMBEDDED, data_dir=data_dir, split=split_ratio)
-        splits = {s: restore_punct(text.text(s), max_len) for s in SPLITS}
-        if max_sentences is not None:
-            splits = _cap_splits(splits, max_sentences, fractions)
-        info.update(corpus=text.name, corpus_sha256=text.sha256, max_len=max_len)
+        splits = _restore_punct_splits(spec, rest, corpus, data_dir, split_ratio, fractions,
+                                       max_len, max_sentences, info, notes)
         default_tag = PUNCT_DEFAULT_TAG
-        notes.append(f"derived from corpus {text.name!r}: words lower-cased without "
-                     "punctuation; tag = CASE|PUNCT of the original word")
     else:
         raise DataError(f"unknown tagging task {spec!r}; expected one of {', '.join(TASKS)} "
                         "(e.g. conll:data/eng.train or conllu:en_ewt-ud-train.conllu)")
@@ -495,3 +470,54 @@ def make_tagging_task(spec: str, seed: int = 0, split_ratio: str = DEFAULT_SPLIT
         if split != "train" and not sents and fractions[SPLITS.index(split)] > 0:
             notes.append(f"the {split} split is empty")
     return TaggingData(spec, splits, spec=info, default_tag=default_tag, notes=notes)
+
+
+def _read_tagged(kind: str, path, token_col: int, tag_col: int,
+                 tag_field: str) -> list[Sentence]:
+    """The sentences of one ``conll`` (:func:`read_conll`) or ``conllu`` file."""
+    if kind == "conll":
+        return read_conll(path, token_col, tag_col)
+    return read_conllu(path, tag_field)
+
+
+def _file_splits(spec: str, kind: str, rest: str, read, fractions, seed: int,
+                 max_sentences: int | None, info: dict,
+                 notes: list[str]) -> dict[str, list[Sentence]]:
+    """The splits of ``conll:``/``conllu:`` ``rest`` (one file, shuffled and split, or
+    three files); records the files' sha256 (and "files" as the split) in ``info`` and a
+    cap in ``notes``."""
+    paths = [p.strip() for p in rest.split(",")] if "," in rest else [rest]
+    if len(paths) not in (1, 3) or not all(paths):
+        raise DataError(f"{spec!r}: expected one file ({kind}:PATH) or three "
+                        f"comma-separated files ({kind}:TRAIN,VAL,TEST)")
+    info["sources"] = {p: _read_text(p, kind)[2] for p in paths}  # sha256 of each file
+    if len(paths) == 1:
+        sentences = read(paths[0])
+        if max_sentences is not None and len(sentences) > max_sentences:
+            notes.append(f"kept the first {max_sentences} of {len(sentences)} sentences")
+            sentences = sentences[:max_sentences]
+        return split_items(sentences, fractions, seed=seed)
+    splits = dict(zip(SPLITS, (read(p) for p in paths)))
+    info["split_ratio"] = "files"
+    if max_sentences is not None:
+        total = sum(len(s) for s in splits.values())
+        splits = _cap_splits(splits, max_sentences,
+                             [len(s) / total for s in splits.values()])
+    return splits
+
+
+def _restore_punct_splits(spec: str, rest: str, corpus: str | None, data_dir, split_ratio,
+                          fractions, max_len: int, max_sentences: int | None, info: dict,
+                          notes: list[str]) -> dict[str, list[Sentence]]:
+    """The splits of ``restore-punct`` (``rest``: the corpus named in the spec) from the
+    corpus's splits; records the corpus in ``info`` and ``notes``."""
+    if rest and corpus is not None and corpus != rest:
+        raise DataError(f"{spec!r} names corpus {rest!r} but corpus={corpus!r}; give one")
+    text = load_corpus(rest or corpus or EMBEDDED, data_dir=data_dir, split=split_ratio)
+    splits = {s: restore_punct(text.text(s), max_len) for s in SPLITS}
+    if max_sentences is not None:
+        splits = _cap_splits(splits, max_sentences, fractions)
+    info.update(corpus=text.name, corpus_sha256=text.sha256, max_len=max_len)
+    notes.append(f"derived from corpus {text.name!r}: words lower-cased without "
+                 "punctuation; tag = CASE|PUNCT of the original word")
+    return splits
