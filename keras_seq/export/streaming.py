@@ -146,6 +146,104 @@ def _row(name: str, threads, micros, size: int, ppl_delta, job: str = "step",
     return row
 
 
+def _keras_eager_row(model, stream: np.ndarray, warmup: int, weight_bytes: int) -> dict:
+    """The ``keras-eager`` row: a stateful batch-1 Keras clone called eagerly on ``(1, 1)``."""
+    runner = model.clone_for_batch(1, stateful=True)
+    micros = _time_stream(
+        lambda t: runner(np.array([[t]], np.int32), training=False), stream, warmup)
+    return _row("keras-eager", "-", micros, weight_bytes, 0.0)
+
+
+def _tf_function_row(graphs, stream: np.ndarray, warmup: int, weight_bytes: int) -> dict:
+    """The ``tf-function`` row: the explicit-state step graph in a ``tf.function``."""
+    # lazy: loads TensorFlow only when this runs
+    import tensorflow as tf
+
+    fn = tf.function(lambda **kw: graphs.step(**kw))
+    state = {k: tf.constant(v) for k, v in graphs.zero_states(1).items()}
+
+    def tf_step(token, state=state):
+        out = fn(token=tf.constant([token], tf.int32), **state)
+        state.update({k: out[k] for k in graphs.state_names})
+        return out["logits"].numpy()
+
+    return _row("tf-function", "-", _time_stream(tf_step, stream, warmup), weight_bytes, 0.0)
+
+
+def _saved_model_row(saved_model_dir, graphs, stream: np.ndarray, warmup: int) -> dict:
+    """The ``saved-model`` row: the exported SavedModel's ``step`` signature."""
+    # lazy: loads TensorFlow only when this runs
+    import tensorflow as tf
+
+    from keras_seq.export.saved_model import load_step
+
+    loaded, sig, names = load_step(saved_model_dir)
+    shapes = graphs.state_shapes(1)  # (1, proj_units) for an lstmp layer's h
+    sstate = {k: tf.zeros(shapes[k]) for k in names}
+
+    def sm_step(token, state=sstate):
+        out = sig(token=tf.constant([token], tf.int32), **state)
+        state.update({k: out[k] for k in names})
+        return out["logits"].numpy()
+
+    row = _row("saved-model", "-", _time_stream(sm_step, stream, warmup),
+               _dir_size(saved_model_dir), 0.0)
+    del loaded
+    return row
+
+
+def _tflite_steppers(entries: list[dict], export_dir, tokenizer, stream: np.ndarray, n: int,
+                     th: int, keyboard, keyboard_k: int, extra: dict) -> tuple[dict, dict]:
+    """``(steppers, streams)`` for :func:`interleaved_streams` at ``th`` threads: every
+    TFLite step model, on one thread also the ``keyboard`` models' ``+top<k>`` job and the
+    ``extra`` runtimes (on their own ids, cycled to ``n``)."""
+    steppers, streams = {}, {}
+    for entry in entries:
+        lm = LiteRTLM(Path(export_dir) / entry["file"], tokenizer=tokenizer,
+                      num_threads=th)
+        steppers[entry["name"]] = (lm.reset, lm.step)
+        streams[entry["name"]] = stream
+        if th == 1 and entry["name"] in keyboard:
+            steppers[f"{entry['name']} +top{keyboard_k}"] = (
+                lm.reset, lambda t, lm=lm: (lm.step(t), lm.suggest(keyboard_k)))
+            streams[f"{entry['name']} +top{keyboard_k}"] = stream
+    if th == 1:  # the others (an n-gram) run on one thread
+        for name, (pair, _, ids_other) in extra.items():
+            steppers[name] = pair
+            streams[name] = np.resize(np.asarray(ids_other), n)
+    return steppers, streams
+
+
+def _tflite_rows(entries: list[dict], export_dir, timed: dict, th: int, keyboard,
+                 keyboard_k: int, extra: dict) -> list[dict]:
+    """The rows of one thread count from ``timed`` (:func:`interleaved_streams`' result
+    for :func:`_tflite_steppers`' runtimes)."""
+    rows = []
+    job = f"step+top{keyboard_k}"
+    for entry in entries:
+        delta = (entry.get("parity") or {}).get("ppl_delta_pct")
+        per_token = weight_bytes_per_token(Path(export_dir) / entry["file"])
+        names = [(entry["name"], "step")]
+        if th == 1 and entry["name"] in keyboard:
+            names.append((f"{entry['name']} +top{keyboard_k}", job))
+        for name, kind in names:
+            rows.append(_row(f"tflite {name}", th, timed[name], entry["size_bytes"],
+                             delta, kind, per_token))
+    if th == 1:
+        for name, (_, size, _) in extra.items():
+            kind = "step+" + name.rsplit("+", 1)[1] if " +top" in name else "step"
+            rows.append(_row(name, 1, timed[name], size, None, kind))
+    return rows
+
+
+def _model_summary(config, tokenizer) -> dict:
+    """The report's ``model``: the run's architecture and vocabulary size."""
+    return {"cell": config.cell, "units": config.units, "embed_dim": config.embed_dim,
+            "num_layers": config.num_layers, "vocab_size": tokenizer.vocab_size,
+            "proj_units": getattr(config, "proj_units", None),
+            "cifg": bool(getattr(config, "cifg", False))}
+
+
 def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
                             threads=(1, 2), export_dir=None, saved_model_dir=None,
                             variants=None, progress=None, skip=(), rounds: int = 3,
@@ -165,10 +263,8 @@ def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
     the step, then :meth:`~keras_seq.runtime.litert.LiteRTLM.suggest` (``keyboard_k``).
     """
     # lazy: loads TensorFlow, Keras only when this runs
-    import tensorflow as tf
-
     from keras_seq.export.graphs import LMGraphs
-    from keras_seq.export.saved_model import export_saved_model, load_step
+    from keras_seq.export.saved_model import export_saved_model
     from keras_seq.export.tflite import VARIANTS, export_tflite
     from keras_seq.tasks.lm.evaluation import load_run
 
@@ -195,84 +291,34 @@ def run_streaming_benchmark(run_dir, tokens: int = 1000, warmup: int = 50,
         weight_bytes = 4 * int(model.count_params())  # float32 weights (no optimizer state)
         if "keras-eager" not in skip:
             say(f"keras-eager: {n} tokens …")
-            runner = model.clone_for_batch(1, stateful=True)
-            micros = _time_stream(
-                lambda t: runner(np.array([[t]], np.int32), training=False), stream, warmup)
-            rows.append(_row("keras-eager", "-", micros, weight_bytes, 0.0))
+            rows.append(_keras_eager_row(model, stream, warmup, weight_bytes))
         if "tf-function" not in skip:
             say(f"tf-function: {n} tokens …")
-            fn = tf.function(lambda **kw: graphs.step(**kw))
-            state = {k: tf.constant(v) for k, v in graphs.zero_states(1).items()}
-
-            def tf_step(token, state=state):
-                out = fn(token=tf.constant([token], tf.int32), **state)
-                state.update({k: out[k] for k in graphs.state_names})
-                return out["logits"].numpy()
-
-            rows.append(_row("tf-function", "-", _time_stream(tf_step, stream, warmup),
-                             weight_bytes, 0.0))
+            rows.append(_tf_function_row(graphs, stream, warmup, weight_bytes))
         if "saved-model" not in skip:
             if saved_model_dir is None or not Path(saved_model_dir).is_dir():
                 saved_model_dir = Path(tmp.name) / "saved_model"
                 export_saved_model(run_dir, saved_model_dir, printer=say, model=model,
                                    tokenizer=tokenizer)
             say(f"saved-model step: {n} tokens …")
-            loaded, sig, names = load_step(saved_model_dir)
-            shapes = graphs.state_shapes(1)  # (1, proj_units) for an lstmp layer's h
-            sstate = {k: tf.zeros(shapes[k]) for k in names}
-
-            def sm_step(token, state=sstate):
-                out = sig(token=tf.constant([token], tf.int32), **state)
-                state.update({k: out[k] for k in names})
-                return out["logits"].numpy()
-
-            rows.append(_row("saved-model", "-", _time_stream(sm_step, stream, warmup),
-                             _dir_size(saved_model_dir), 0.0))
-            del loaded
+            rows.append(_saved_model_row(saved_model_dir, graphs, stream, warmup))
         entries = streamed_models(manifest)
         extra = dict(extra_steppers or {})
         for th in threads:
             say(f"tflite: {len(entries)} step models{f' + {len(extra)} others' if extra else ''}"
                 f" × {rounds} rounds of {n} tokens ({th} thread{'s' if th > 1 else ''}), "
                 "alternated …")
-            steppers, streams = {}, {}
-            job = f"step+top{keyboard_k}"
-            for entry in entries:
-                lm = LiteRTLM(Path(export_dir) / entry["file"], tokenizer=tokenizer,
-                              num_threads=th)
-                steppers[entry["name"]] = (lm.reset, lm.step)
-                streams[entry["name"]] = stream
-                if th == 1 and entry["name"] in keyboard:
-                    steppers[f"{entry['name']} +top{keyboard_k}"] = (
-                        lm.reset, lambda t, lm=lm: (lm.step(t), lm.suggest(keyboard_k)))
-                    streams[f"{entry['name']} +top{keyboard_k}"] = stream
-            if th == 1:  # the others (an n-gram) run on one thread
-                for name, (pair, _, ids_other) in extra.items():
-                    steppers[name] = pair
-                    streams[name] = np.resize(np.asarray(ids_other), n)
+            steppers, streams = _tflite_steppers(entries, export_dir, tokenizer, stream, n,
+                                                 th, keyboard, keyboard_k, extra)
             timed = interleaved_streams(steppers, streams, warmup, rounds)
-            for entry in entries:
-                delta = (entry.get("parity") or {}).get("ppl_delta_pct")
-                per_token = weight_bytes_per_token(Path(export_dir) / entry["file"])
-                names = [(entry["name"], "step")]
-                if th == 1 and entry["name"] in keyboard:
-                    names.append((f"{entry['name']} +top{keyboard_k}", job))
-                for name, kind in names:
-                    rows.append(_row(f"tflite {name}", th, timed[name], entry["size_bytes"],
-                                     delta, kind, per_token))
-            if th == 1:
-                for name, (_, size, _) in extra.items():
-                    kind = "step+" + name.rsplit("+", 1)[1] if " +top" in name else "step"
-                    rows.append(_row(name, 1, timed[name], size, None, kind))
+            rows.extend(_tflite_rows(entries, export_dir, timed, th, keyboard, keyboard_k,
+                                     extra))
     finally:
         tmp.cleanup()
 
     verdict = score_rows(rows)
     return {"run_dir": str(run_dir), "tokens": tokens, "warmup": warmup, "rounds": rounds,
-            "model": {"cell": config.cell, "units": config.units, "embed_dim": config.embed_dim,
-                      "num_layers": config.num_layers, "vocab_size": tokenizer.vocab_size,
-                      "proj_units": getattr(config, "proj_units", None),
-                      "cifg": bool(getattr(config, "cifg", False))},
+            "model": _model_summary(config, tokenizer),
             "keras_val_ppl": keras_ppl, "tokenizer_fingerprint": tokenizer.fingerprint,
             "rows": rows, "verdict": verdict}
 

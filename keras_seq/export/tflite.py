@@ -400,6 +400,98 @@ def export_ids(config, tokenizer, calib_tokens: int = 200, parity_tokens: int = 
     return calib_ids, val_ids[:parity_tokens], val_ids
 
 
+def _check_names(variants, graphs) -> None:
+    """Refuse (``KerasSeqError``) variants not in :data:`ALL_VARIANTS` and graphs not in
+    :data:`DEFAULT_GRAPHS`."""
+    unknown = set(variants) - set(ALL_VARIANTS)
+    if unknown:
+        raise KerasSeqError(f"unknown variant(s) {', '.join(sorted(unknown))}; expected some "
+                            f"of {', '.join(ALL_VARIANTS)}")
+    bad = set(graphs) - set(DEFAULT_GRAPHS)
+    if bad:
+        raise KerasSeqError(f"unknown graph(s) {', '.join(sorted(bad))}; expected some of "
+                            f"{', '.join(DEFAULT_GRAPHS)}")
+
+
+def _keras_reference(model, logit_ids: np.ndarray, val_ids: np.ndarray, printer):
+    """The float Keras reference: ``(logits on logit_ids, val PPL on val_ids)``, the PPL
+    printed."""
+    ref_logits = keras_logits(model, logit_ids)
+    ref_ppl = float(np.exp(-keras_log_probs(model, val_ids).mean()))
+    printer(f"Keras float reference: val PPL {ref_ppl:.3f} over {len(val_ids) - 1:,} "
+            "tokens")
+    return ref_logits, ref_ppl
+
+
+def _graph_variants(graph: str, variants) -> list:
+    """The asked ``variants`` that ``graph`` is exported in: sequence graphs float32 and
+    dynamic only, the shared-table variants step models only, fused graphs no integer
+    variants (float32 when nothing is left)."""
+    graph_variants = list(variants)
+    if graph.startswith("sequence"):
+        graph_variants = [v for v in variants if v in ("float32", "dynamic")] or \
+            ["float32"]
+    elif graph != "step":  # the shared-table variants are step models
+        graph_variants = [v for v in graph_variants
+                          if v not in SHARED_TABLE_VARIANTS]
+    if graph.endswith("_fused"):  # integer calibration of the fused op is fragile
+        graph_variants = [v for v in graph_variants if v in
+                          ("float32", "float16", "dynamic")] or ["float32"]
+    return graph_variants
+
+
+def _model_meta(base_meta: dict, lm_graphs: LMGraphs, graph: str, variant: str,
+                ginfo: dict, ops: list, note: str, size_bytes: int) -> dict:
+    """The metadata ``.json`` written beside one exported model."""
+    return {**base_meta, "graph": graph, "variant": variant,
+            "signature": graph, "batch": ginfo["batch"],
+            "length": ginfo["length"], "state_names": ginfo["state_names"],
+            "state_shapes": {n: lm_graphs.state_shapes(ginfo["batch"])[n]
+                             for n in ginfo["state_names"]},
+            "inputs": ginfo["inputs"], "outputs": ginfo["outputs"],
+            "ops": ops, "note": note, "size_bytes": size_bytes}
+
+
+def _export_variant(saved: Path, out_dir: Path, lm_graphs: LMGraphs, graph: str,
+                    ginfo: dict, variant: str, calib: tuple, base_meta: dict,
+                    parity_args: tuple | None, printer) -> dict:
+    """Convert ``graph`` to ``variant``, write it with its metadata, check its parity
+    (``parity_args``: :func:`parity`'s arguments after the path; None: no check) and print
+    a line; returns its manifest entry (with ``error`` when the conversion failed).
+    ``calib``: ``(calib_ids, calib_tokens)`` for the integer variants."""
+    t0 = time.perf_counter()
+    rep = None
+    if variant in ("int8", "int16x8"):
+        calib_ids, calib_tokens = calib
+        rep = representative_data(lm_graphs, calib_ids, graph, ginfo, calib_tokens)
+    name = f"{graph}_{variant}"
+    path = out_dir / f"{name}.tflite"
+    try:
+        flat, note = convert(saved, graph, variant, rep)
+    except Exception as err:  # noqa: BLE001 - report and go on
+        msg = str(err).strip().splitlines()[-1][:300] if str(err).strip() else \
+            repr(err)
+        printer(f"  {name:<24} FAILED: {msg}")
+        return {"name": name, "graph": graph, "variant": variant, "error": msg}
+    path.write_bytes(flat)
+    ops = op_list(flat)
+    meta = _model_meta(base_meta, lm_graphs, graph, variant, ginfo, ops, note, len(flat))
+    write_metadata(path, meta)
+    entry = {"name": name, "graph": graph, "variant": variant,
+             "file": path.name, "size_bytes": len(flat), "ops": ops,
+             "note": note, "convert_seconds": time.perf_counter() - t0}
+    if parity_args is not None:
+        entry["parity"] = parity(path, *parity_args)
+        meta["parity"] = entry["parity"]
+        write_metadata(path, meta)
+    p = entry.get("parity")
+    extra = (f"  max|Δlogits| {p['max_abs_logit_diff']:.2e}  PPL {p['val_ppl']:.3f} "
+             f"({p['ppl_delta_pct']:+.2f}%)") if p else ""
+    printer(f"  {name:<24} {len(flat) / 1024:8.1f} KiB{extra}"
+            + (f"  [{note}]" if note else ""))
+    return entry
+
+
 def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
                   seq_length: int = 32, calib_tokens: int = 200, parity_tokens: int = 200,
                   val_tokens: int | None = None, check_parity: bool = True,
@@ -423,14 +515,7 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
     started = time.perf_counter()
     if model is None:
         config, tokenizer, model = load_run(run_dir)
-    unknown = set(variants) - set(ALL_VARIANTS)
-    if unknown:
-        raise KerasSeqError(f"unknown variant(s) {', '.join(sorted(unknown))}; expected some "
-                            f"of {', '.join(ALL_VARIANTS)}")
-    bad = set(graphs) - set(DEFAULT_GRAPHS)
-    if bad:
-        raise KerasSeqError(f"unknown graph(s) {', '.join(sorted(bad))}; expected some of "
-                            f"{', '.join(DEFAULT_GRAPHS)}")
+    _check_names(variants, graphs)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save(out_dir)
@@ -439,12 +524,10 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
     calib_ids, logit_ids, val_ids = export_ids(config, tokenizer, calib_tokens, parity_tokens,
                                                val_tokens)
 
-    ref_logits = ref_ppl = None
+    ref_ppl = parity_args = None
     if check_parity:
-        ref_logits = keras_logits(model, logit_ids)
-        ref_ppl = float(np.exp(-keras_log_probs(model, val_ids).mean()))
-        printer(f"Keras float reference: val PPL {ref_ppl:.3f} over {len(val_ids) - 1:,} "
-                "tokens")
+        ref_logits, ref_ppl = _keras_reference(model, logit_ids, val_ids, printer)
+        parity_args = (tokenizer, ref_logits, logit_ids, val_ids, ref_ppl)
 
     base_meta = {"tokenizer_fingerprint": tokenizer.fingerprint,
                  "tokenizer_file": "tokenizer.json", "run_dir": str(run_dir),
@@ -455,56 +538,10 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
         saved = Path(tmp) / "saved_model"
         info = build_saved_model(lm_graphs, saved, graphs, seq_length=seq_length)
         for graph, ginfo in info.items():
-            graph_variants = list(variants)
-            if graph.startswith("sequence"):
-                graph_variants = [v for v in variants if v in ("float32", "dynamic")] or \
-                    ["float32"]
-            elif graph != "step":  # the shared-table variants are step models
-                graph_variants = [v for v in graph_variants
-                                  if v not in SHARED_TABLE_VARIANTS]
-            if graph.endswith("_fused"):  # integer calibration of the fused op is fragile
-                graph_variants = [v for v in graph_variants if v in
-                                  ("float32", "float16", "dynamic")] or ["float32"]
-            for variant in graph_variants:
-                t0 = time.perf_counter()
-                rep = None
-                if variant in ("int8", "int16x8"):
-                    rep = representative_data(lm_graphs, calib_ids, graph, ginfo, calib_tokens)
-                name = f"{graph}_{variant}"
-                path = out_dir / f"{name}.tflite"
-                try:
-                    flat, note = convert(saved, graph, variant, rep)
-                except Exception as err:  # noqa: BLE001 - report and go on
-                    msg = str(err).strip().splitlines()[-1][:300] if str(err).strip() else \
-                        repr(err)
-                    printer(f"  {name:<24} FAILED: {msg}")
-                    manifest["models"].append({"name": name, "graph": graph,
-                                               "variant": variant, "error": msg})
-                    continue
-                path.write_bytes(flat)
-                ops = op_list(flat)
-                meta = {**base_meta, "graph": graph, "variant": variant,
-                        "signature": graph, "batch": ginfo["batch"],
-                        "length": ginfo["length"], "state_names": ginfo["state_names"],
-                        "state_shapes": {n: lm_graphs.state_shapes(ginfo["batch"])[n]
-                                         for n in ginfo["state_names"]},
-                        "inputs": ginfo["inputs"], "outputs": ginfo["outputs"],
-                        "ops": ops, "note": note, "size_bytes": len(flat)}
-                write_metadata(path, meta)
-                entry = {"name": name, "graph": graph, "variant": variant,
-                         "file": path.name, "size_bytes": len(flat), "ops": ops,
-                         "note": note, "convert_seconds": time.perf_counter() - t0}
-                if check_parity:
-                    entry["parity"] = parity(path, tokenizer, ref_logits, logit_ids, val_ids,
-                                             ref_ppl)
-                    meta["parity"] = entry["parity"]
-                    write_metadata(path, meta)
-                manifest["models"].append(entry)
-                p = entry.get("parity")
-                extra = (f"  max|Δlogits| {p['max_abs_logit_diff']:.2e}  PPL {p['val_ppl']:.3f} "
-                         f"({p['ppl_delta_pct']:+.2f}%)") if p else ""
-                printer(f"  {name:<24} {len(flat) / 1024:8.1f} KiB{extra}"
-                        + (f"  [{note}]" if note else ""))
+            for variant in _graph_variants(graph, variants):
+                manifest["models"].append(_export_variant(
+                    saved, out_dir, lm_graphs, graph, ginfo, variant,
+                    (calib_ids, calib_tokens), base_meta, parity_args, printer))
     manifest["export_seconds"] = time.perf_counter() - started
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
     return manifest

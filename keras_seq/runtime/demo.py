@@ -110,6 +110,48 @@ def _keys_mode(lm: LiteRTLM, top: int, max_tokens: int, sampler, seed, stdin, ou
     return 0
 
 
+def _gen_command(lm: LiteRTLM, command: str, max_tokens: int, sampler, seed, out):
+    """``/gen [N]``: stream N generated tokens (default ``max_tokens``) with their latency
+    summary, or print the usage on a bad N. Returns the seed for the next ``/gen``."""
+    parts = command.split()
+    try:
+        n = int(parts[1]) if len(parts) > 1 else max_tokens
+    except ValueError:
+        print(f"usage: /gen N (N a whole number), got {parts[1]!r}", file=out)
+        return seed
+    if n < 1:
+        print("usage: /gen N with N ≥ 1", file=out)
+        return seed
+
+    def show(token, micros):
+        out.write(lm.token_text(token))
+        out.flush()
+
+    ids, micros = lm.continue_(n, sampler, seed, on_token=show)
+    m = np.asarray(micros)
+    print(f"\n[{len(ids)} tokens, per token p50 {np.percentile(m, 50):.0f} µs, "
+          f"p95 {np.percentile(m, 95):.0f} µs, {len(m) / (m.sum() / 1e6):,.0f} "
+          "tokens/s]", file=out, flush=True)
+    return None if seed is None else seed + 1
+
+
+def _feed_line(lm: LiteRTLM, text: str, top: int, out) -> None:
+    """Feed ``text`` token by token, printing each token's top next tokens and latency."""
+    tok = lm.tokenizer
+    try:
+        ids = tok.encode(text)
+    except KerasSeqError as err:
+        print(f"error: {err}", file=out)
+        return
+    if len(ids) == 0:
+        print("(no tokens in that line)", file=out)
+        return
+    for token in ids:
+        micros = lm.feed_ids([int(token)])[0]
+        print(f"{tok.vocab[token]!r:>16} → {_fmt(lm.suggest(top))}   [{micros:.0f} µs]",
+              file=out, flush=True)
+
+
 def run_demo(model_path, tokenizer=None, threads: int = 1, top: int = 3,
              max_tokens: int = 20, top_k: int = 10, temperature: float = 1.0,
              seed: int | None = 0, stdin=None, stdout=None, keys: bool | None = None) -> int:
@@ -150,26 +192,7 @@ def run_demo(model_path, tokenizer=None, threads: int = 1, top: int = 3,
             print(f"(new context) → {_fmt(lm.suggest(top))}", file=out, flush=True)
             continue
         if command.startswith("/gen"):
-            parts = command.split()
-            try:
-                n = int(parts[1]) if len(parts) > 1 else max_tokens
-            except ValueError:
-                print(f"usage: /gen N (N a whole number), got {parts[1]!r}", file=out)
-                continue
-            if n < 1:
-                print("usage: /gen N with N ≥ 1", file=out)
-                continue
-
-            def show(token, micros):
-                out.write(lm.token_text(token))
-                out.flush()
-
-            ids, micros = lm.continue_(n, sampler, rng_seed, on_token=show)
-            rng_seed = None if rng_seed is None else rng_seed + 1
-            m = np.asarray(micros)
-            print(f"\n[{len(ids)} tokens, per token p50 {np.percentile(m, 50):.0f} µs, "
-                  f"p95 {np.percentile(m, 95):.0f} µs, {len(m) / (m.sum() / 1e6):,.0f} "
-                  "tokens/s]", file=out, flush=True)
+            rng_seed = _gen_command(lm, command, max_tokens, sampler, rng_seed, out)
             continue
         if command.startswith("/"):
             print(f"unknown command {command!r}; use /gen [N], /reset or /quit", file=out)
@@ -182,16 +205,5 @@ def run_demo(model_path, tokenizer=None, threads: int = 1, top: int = 3,
             print(f"  {prefix!r}… → {_fmt(lm.suggest(top, prefix=prefix))}", file=out,
                   flush=True)
             continue
-        try:
-            ids = tok.encode(text)
-        except KerasSeqError as err:
-            print(f"error: {err}", file=out)
-            continue
-        if len(ids) == 0:
-            print("(no tokens in that line)", file=out)
-            continue
-        for token in ids:
-            micros = lm.feed_ids([int(token)])[0]
-            print(f"{tok.vocab[token]!r:>16} → {_fmt(lm.suggest(top))}   [{micros:.0f} µs]",
-                  file=out, flush=True)
+        _feed_line(lm, text, top, out)
     return 0

@@ -181,14 +181,9 @@ def check_token(given: str, expected: str) -> bool:
                                expected.encode("utf-8", "surrogatepass"))
 
 
-def create_app(config: ServeConfig, registry: ModelRegistry | None = None, printer=print):
-    """The FastAPI application; models load when it starts (lifespan)."""
-    registry = registry or ModelRegistry(config.model_base, config.model_names,
-                                         config.poll_interval, printer=printer)
-    batcher = Batcher(config.max_batch_size, config.batch_timeout_ms,
-                      config.num_batch_threads, config.batch_signatures,
-                      eager=config.eager_batching)
-    token = config.token
+def _lifespan(registry: ModelRegistry, batcher: Batcher):
+    """The app's lifespan: load the models at start; at the end stop watching for new
+    versions, let the batches in flight finish and close the batcher."""
 
     @asynccontextmanager
     async def lifespan(app):
@@ -200,12 +195,12 @@ def create_app(config: ServeConfig, registry: ModelRegistry | None = None, print
             await batcher.drain()
             batcher.close()
 
-    app = FastAPI(title="keras-seq serving", version="1",
-                  description="TensorFlow Serving's REST API (predict, classify, status, "
-                  "metadata) for "
-                  "keras-seq SavedModels, with dynamic batching.",
-                  lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.registry, app.state.batcher, app.state.config = registry, batcher, config
+    return lifespan
+
+
+def _authorizer(token: str | None):
+    """The dependency that checks a request's bearer token against ``token`` (every
+    request passes when ``token`` is None)."""
     bearer = HTTPBearer(auto_error=False, description="only when the server has a token")
 
     async def authorize(creds: Annotated[HTTPAuthorizationCredentials | None,
@@ -215,6 +210,13 @@ def create_app(config: ServeConfig, registry: ModelRegistry | None = None, print
         if creds is None or not check_token(creds.credentials, token):
             raise ServingError(401, "missing or invalid bearer token (send "
                                "'Authorization: Bearer <token>')")
+
+    return authorize
+
+
+def _add_error_handlers(app: FastAPI, printer) -> None:
+    """Answer every error as ``{"error": ...}`` with its status; internal errors are also
+    reported through ``printer``."""
 
     @app.exception_handler(ServingError)
     async def _serving_error(request, err: ServingError):
@@ -240,7 +242,10 @@ def create_app(config: ServeConfig, registry: ModelRegistry | None = None, print
         printer(f"serve: internal error on {request.url.path}: {type(err).__name__}: {err}")
         return _error(500, f"internal error: {type(err).__name__}")
 
-    auth = [Depends(authorize)]
+
+def _add_status_routes(app: FastAPI, registry: ModelRegistry, batcher: Batcher,
+                       auth: list) -> None:
+    """``GET /healthz`` and the status and metadata of a model or one of its versions."""
 
     @app.get("/healthz", summary="liveness and loaded versions", responses=_responses(503))
     async def healthz():
@@ -269,32 +274,41 @@ def create_app(config: ServeConfig, registry: ModelRegistry | None = None, print
     async def version_metadata(model_name: str, version: str):
         return _Response.make(registry.get(model_name, _parse_version(version)).metadata())
 
-    async def _run(request: Request, model_name: str, version: int | None, parse):
-        """Read and decode the body, parse it against the servable, run it (batched)."""
-        raw = await _read_body(request, config.max_body_bytes)
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError, RecursionError) as err:
-            raise bad_request(f"JSON Parse error: {str(err)[:200]}") from None
-        servable = registry.get(model_name, version)
-        try:
-            parsed = parse(body, servable, config.limits)
-        except RecursionError:
-            raise bad_request("JSON value nested too deeply") from None
-        try:
-            outputs = await asyncio.wait_for(batcher.submit(servable, parsed),
-                                             config.request_timeout_s)
-        except TimeoutError:
-            raise ServingError(504, f"Deadline exceeded: the request took longer than "
-                               f"{config.request_timeout_s:g} s (--request-timeout)") from None
-        return parsed, outputs
+
+async def _run_request(config: ServeConfig, registry: ModelRegistry, batcher: Batcher,
+                       request: Request, model_name: str, version: int | None, parse):
+    """Read and decode the body, parse it against the servable, run it (batched)."""
+    raw = await _read_body(request, config.max_body_bytes)
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise bad_request(f"JSON Parse error: {str(err)[:200]}") from None
+    servable = registry.get(model_name, version)
+    try:
+        parsed = parse(body, servable, config.limits)
+    except RecursionError:
+        raise bad_request("JSON value nested too deeply") from None
+    try:
+        outputs = await asyncio.wait_for(batcher.submit(servable, parsed),
+                                         config.request_timeout_s)
+    except TimeoutError:
+        raise ServingError(504, f"Deadline exceeded: the request took longer than "
+                           f"{config.request_timeout_s:g} s (--request-timeout)") from None
+    return parsed, outputs
+
+
+def _add_inference_routes(app: FastAPI, config: ServeConfig, registry: ModelRegistry,
+                          batcher: Batcher, auth: list) -> None:
+    """``POST …:predict`` and ``POST …:classify``, with the latest version or one version."""
 
     async def _predict(request: Request, model_name: str, version: int | None):
-        parsed, outputs = await _run(request, model_name, version, parse_predict)
+        parsed, outputs = await _run_request(config, registry, batcher, request, model_name,
+                                             version, parse_predict)
         return _Response.make(encode_outputs(outputs, parsed.columnar))
 
     async def _classify(request: Request, model_name: str, version: int | None):
-        _, outputs = await _run(request, model_name, version, parse_classify)
+        _, outputs = await _run_request(config, registry, batcher, request, model_name,
+                                        version, parse_classify)
         return _Response.make(encode_classify(outputs))
 
     body_doc = {"requestBody": {"required": True, "content": {
@@ -327,6 +341,24 @@ def create_app(config: ServeConfig, registry: ModelRegistry | None = None, print
     async def classify_version(request: Request, model_name: str, version: str):
         return await _classify(request, model_name, _parse_version(version))
 
+
+def create_app(config: ServeConfig, registry: ModelRegistry | None = None, printer=print):
+    """The FastAPI application; models load when it starts (lifespan)."""
+    registry = registry or ModelRegistry(config.model_base, config.model_names,
+                                         config.poll_interval, printer=printer)
+    batcher = Batcher(config.max_batch_size, config.batch_timeout_ms,
+                      config.num_batch_threads, config.batch_signatures,
+                      eager=config.eager_batching)
+    app = FastAPI(title="keras-seq serving", version="1",
+                  description="TensorFlow Serving's REST API (predict, classify, status, "
+                  "metadata) for "
+                  "keras-seq SavedModels, with dynamic batching.",
+                  lifespan=_lifespan(registry, batcher), docs_url=None, redoc_url=None)
+    app.state.registry, app.state.batcher, app.state.config = registry, batcher, config
+    auth = [Depends(_authorizer(config.token))]
+    _add_error_handlers(app, printer)
+    _add_status_routes(app, registry, batcher, auth)
+    _add_inference_routes(app, config, registry, batcher, auth)
     return app
 
 
