@@ -294,16 +294,10 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
 
     started, machine_at_start = time.perf_counter(), describe_machine()
     out = Path(out)
-    if (out / "run" / "config.json").exists():
-        raise KerasSeqError(f"{out} already holds a pipeline run; choose a new --out or "
-                            "remove it")
-    out.mkdir(parents=True, exist_ok=True)
+    _make_out_dir(out)
     stages: dict[str, float] = {}
-    split = {"split_ratio": split_ratio} if split_ratio else {}
-    train_minutes = None if minutes is None else max(0.2, minutes - RESERVED_MINUTES)
-    config = LMConfig(**{**LSTM_DEFAULTS, "data": data, "data_dir": data_dir, "epochs": epochs,
-                         "max_minutes": train_minutes, **split, **(lstm_overrides or {})})
-    config.validate()
+    config, train_minutes = _lstm_config(data, data_dir, epochs, minutes, split_ratio,
+                                         lstm_overrides)
 
     def stage(name):
         printer(f"\n== {name} ==  (t = {time.perf_counter() - started:.0f}s)")
@@ -317,13 +311,85 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
 
     # 2. LSTM
     t = stage("2/6 train the LSTM LM")
+    _say_lstm(config, train_minutes, printer)
+    train_results = train_lm(config, out / "run", verbose=2, printer=printer)
+    stages["train_lstm"] = time.perf_counter() - t
+    lstm_val = evaluate_run(out / "run", "val")
+    comparable, why, ratio = _lstm_vs_ngram(lstm_val, ngram, train_results, printer)
+
+    # 3. exports
+    t = stage("3/6 export SavedModel + TFLite")
+    export_saved_model(out / "run", out / "saved_model", printer=printer)
+    manifest = export_tflite(out / "run", out / "tflite", variants=variants or PIPELINE_VARIANTS,
+                             graphs=EXPORT_GRAPHS, printer=printer)
+    stages["export"] = time.perf_counter() - t
+    chosen, reason = _shipped_model(manifest, ng.ppl, printer)
+
+    # 4. on-device benchmark
+    t = stage(f"4/6 on-device benchmark ({rounds} rounds × {bench_tokens} tokens, 1 thread, "
+              "models alternated)")
+    report = _benchmark_stage(out, ngram, chosen, bench_tokens, rounds, printer)
+    stages["bench"] = time.perf_counter() - t
+    printer("")
+    printer(format_report(report))
+
+    # 5. demo model
+    t = stage("5/6 demo model")
+    demo_dir, generation, keyboard, web = _demo_stage(out, chosen, reason, manifest, ngram, t,
+                                                      stages, printer)
+
+    # 6. summary
+    stage("6/6 summary")
+    wall = time.perf_counter() - started
+    summary = {
+        "data": data, "out": str(out), "epochs": config.epochs, "minutes_budget": minutes,
+        "wall_seconds": wall, "stages_seconds": stages,
+        "machine": {**machine_at_start, "load_1min_end": load_1min()},
+        "lstm": {"config": config.to_dict(), "epochs": train_results["epochs_done"],
+                 "val": lstm_val.to_dict()},
+        "ngram": _ngram_summary(ngram),
+        "comparable": comparable, "comparable_note": why, "lstm_vs_ngram": ratio,
+        "demo_model": {"name": chosen["name"], "path": str(demo_dir / "model.tflite"),
+                       "reason": reason, "generation_check": generation},
+        "streaming_verdict": report["verdict"], "keyboard": keyboard, "web": web,
+    }
+    _write_summary(out, summary, manifest, report, printer)
+    return summary
+
+
+def _make_out_dir(out: Path) -> None:
+    """Make ``out``, refusing one that already holds a pipeline run."""
+    if (out / "run" / "config.json").exists():
+        raise KerasSeqError(f"{out} already holds a pipeline run; choose a new --out or "
+                            "remove it")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _lstm_config(data, data_dir, epochs: int, minutes: float | None, split_ratio: str | None,
+                 lstm_overrides: dict | None) -> tuple[LMConfig, float | None]:
+    """``(config, train_minutes)``: the LSTM's validated config (:data:`LSTM_DEFAULTS` with
+    the run's data, epochs and overrides) and its training budget (None: no cap)."""
+    split = {"split_ratio": split_ratio} if split_ratio else {}
+    train_minutes = None if minutes is None else max(0.2, minutes - RESERVED_MINUTES)
+    config = LMConfig(**{**LSTM_DEFAULTS, "data": data, "data_dir": data_dir, "epochs": epochs,
+                         "max_minutes": train_minutes, **split, **(lstm_overrides or {})})
+    config.validate()
+    return config, train_minutes
+
+
+def _say_lstm(config, train_minutes: float | None, printer) -> None:
+    """The line saying what LSTM trains, for how long."""
     printer(f"  {config.cell} {config.num_layers}×{config.units}, embed {config.embed_dim}"
             f"{', tied' if config.tie_weights else ''}, bptt {config.bptt}, batch "
             f"{config.batch_size}; {config.epochs} epoch(s)"
             + ("" if train_minutes is None else f", at most {train_minutes:.1f} min"))
-    train_results = train_lm(config, out / "run", verbose=2, printer=printer)
-    stages["train_lstm"] = time.perf_counter() - t
-    lstm_val = evaluate_run(out / "run", "val")
+
+
+def _lstm_vs_ngram(lstm_val, ngram: dict, train_results: dict, printer):
+    """``(comparable, why, ratio)``: whether the trained LSTM's validation result
+    ``lstm_val`` was scored on the best n-gram's tokens (and why not), and its PPL over the
+    n-gram's; said in one line."""
+    ng = ngram["result"]
     try:
         check_comparable(lstm_val, ng)
         comparable, why = True, "same tokenizer fingerprint, split and corpus"
@@ -333,21 +399,23 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     printer(f"  LSTM: {train_results['epochs_done']} epoch(s), val PPL {lstm_val.ppl:.2f} vs "
             f"KN{ngram['best_order']} {ng.ppl:.2f} = {ratio:.3f}× (comparable: {comparable}, "
             f"{why})")
+    return comparable, why, ratio
 
-    # 3. exports
-    t = stage("3/6 export SavedModel + TFLite")
-    export_saved_model(out / "run", out / "saved_model", printer=printer)
-    manifest = export_tflite(out / "run", out / "tflite", variants=variants or PIPELINE_VARIANTS,
-                             graphs=EXPORT_GRAPHS, printer=printer)
-    stages["export"] = time.perf_counter() - t
-    chosen, reason = choose_shipped_model(manifest, ng.ppl)
+
+def _shipped_model(manifest: dict, ngram_ppl: float, printer):
+    """``(entry, reason)`` of :func:`choose_shipped_model`, said; raises when no step model
+    converted."""
+    chosen, reason = choose_shipped_model(manifest, ngram_ppl)
     if chosen is None:
         raise KerasSeqError(f"{reason}; see the export messages above")
     printer(f"  shipped: {chosen['name']} ({reason})")
+    return chosen, reason
 
-    # 4. on-device benchmark
-    t = stage(f"4/6 on-device benchmark ({rounds} rounds × {bench_tokens} tokens, 1 thread, "
-              "models alternated)")
+
+def _benchmark_stage(out: Path, ngram: dict, chosen: dict, bench_tokens: int, rounds: int,
+                     printer) -> dict:
+    """The on-device benchmark of every TFLite step model and both n-grams, its plot and
+    JSON (``out/streaming.png`` / ``.json``); the report."""
     steppers, sizes, ngram_ids = _ngram_steppers(ngram)
     report = run_streaming_benchmark(
         out / "run", tokens=bench_tokens, export_dir=out / "tflite",
@@ -357,13 +425,15 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
         keyboard=(chosen["name"], "step_float32"), keyboard_k=KEYBOARD_K)
     plot_report(report, out / "streaming.png")
     (out / "streaming.json").write_text(json.dumps(report, indent=2, default=str))
-    stages["bench"] = time.perf_counter() - t
-    printer("")
-    printer(format_report(report))
+    return report
 
-    # 5. demo model
-    t = stage("5/6 demo model")
-    arpa_bytes = ngram["arpa"].stat().st_size
+
+def _demo_stage(out: Path, chosen: dict, reason: str, manifest: dict, ngram: dict,
+                started: float, stages: dict, printer):
+    """Stage 5, from ``started``: the shipped model copied with its metadata and tokenizer
+    into a fresh ``out/demo`` and generation-checked, the keyboard metrics, the browser
+    site; the demo's and the keyboard metrics' seconds go into ``stages``. Returns
+    ``(demo_dir, generation, keyboard, web)``."""
     demo_dir = out / "demo"
     if demo_dir.exists():
         shutil.rmtree(demo_dir)
@@ -372,7 +442,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     shutil.copy2(out / "tflite" / (Path(chosen["file"]).stem + ".json"), demo_dir / "model.json")
     shutil.copy2(out / "tflite" / "tokenizer.json", demo_dir / "tokenizer.json")
     generation = _generation_check(demo_dir / "model.tflite")
-    stages["demo"] = time.perf_counter() - t
+    stages["demo"] = time.perf_counter() - started
     printer(f"  demo model: {chosen['name']} → {demo_dir / 'model.tflite'} ({reason})")
     printer(f"  generation check: {generation['tokens']} sampled tokens and 5 suggestions "
             f"before each: {generation['special_tokens'] + generation['special_suggestions']}"
@@ -382,38 +452,31 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     keyboard = _keyboard_stage(out, manifest, ngram, chosen["name"], printer)
     stages["keyboard"] = time.perf_counter() - t
     web = _web_site(out, chosen, printer)
+    return demo_dir, generation, keyboard, web
 
-    # 6. summary
-    stage("6/6 summary")
-    wall = time.perf_counter() - started
-    summary = {
-        "data": data, "out": str(out), "epochs": config.epochs, "minutes_budget": minutes,
-        "wall_seconds": wall,
-        "stages_seconds": stages,
-        "machine": {**machine_at_start, "load_1min_end": load_1min()},
-        "lstm": {"config": config.to_dict(), "epochs": train_results["epochs_done"],
-                 "val": lstm_val.to_dict()},
-        "ngram": {"order": ngram["best_order"], "arpa": str(ngram["arpa"]),
-                  "arpa_bytes": arpa_bytes, "compact": str(ngram["compact_path"]),
-                  "compact_bytes": ngram["compact_path"].stat().st_size,
-                  "compact_val_ppl": ngram["compact_result"].ppl, "val": ng.to_dict(),
-                  "val_ppl_by_order": {n: r.ppl for n, r in ngram["by_order"].items()}},
-        "comparable": comparable, "comparable_note": why, "lstm_vs_ngram": ratio,
-        "demo_model": {"name": chosen["name"], "path": str(demo_dir / "model.tflite"),
-                       "reason": reason, "generation_check": generation},
-        "streaming_verdict": report["verdict"],
-        "keyboard": keyboard,
-        "web": web,
-    }
+
+def _ngram_summary(ngram: dict) -> dict:
+    """The best n-gram's entry in the summary: its order, both files with their sizes, and
+    its validation results (the compact file's PPL, every order's)."""
+    return {"order": ngram["best_order"], "arpa": str(ngram["arpa"]),
+            "arpa_bytes": ngram["arpa"].stat().st_size, "compact": str(ngram["compact_path"]),
+            "compact_bytes": ngram["compact_path"].stat().st_size,
+            "compact_val_ppl": ngram["compact_result"].ppl, "val": ngram["result"].to_dict(),
+            "val_ppl_by_order": {n: r.ppl for n, r in ngram["by_order"].items()}}
+
+
+def _write_summary(out: Path, summary: dict, manifest: dict, report: dict, printer) -> None:
+    """Add the table and the checks to ``summary``, write ``out/pipeline.json``, print them
+    and say how to try the demo model."""
     summary["table"] = summary_rows(summary, manifest, report)
     summary["checks"] = summary_checks(summary, manifest, report)
     (out / "pipeline.json").write_text(json.dumps(summary, indent=2, default=str))
     printer(format_summary(summary))
-    printer(f"\npipeline done in {wall / 60:.1f} min → {out / 'pipeline.json'}")
-    printer(f"  try it: keras-seq demo --model {demo_dir / 'model.tflite'}")
-    if web.get("site"):
-        printer(f"  in a browser: keras-seq demo --web --site {web['site']}")
-    return summary
+    printer(f"\npipeline done in {summary['wall_seconds'] / 60:.1f} min → "
+            f"{out / 'pipeline.json'}")
+    printer(f"  try it: keras-seq demo --model {summary['demo_model']['path']}")
+    if summary["web"].get("site"):
+        printer(f"  in a browser: keras-seq demo --web --site {summary['web']['site']}")
 
 
 # ----------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The house plan, checked: keras_seq's import graph (function-local imports counted) has no
 circle and no arrow from a lower layer up to a higher one, nothing in the package imports
-the fault campaign (tools/), and the on-device runtime never imports TensorFlow.
+the fault campaign (tools/), the on-device runtime never imports TensorFlow, and no
+function outside the benchmarks (and tools/) is longer than 80 lines.
 
 The layers, lowest first (a module may import its own layer and the ones below it):
 
@@ -28,7 +29,11 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "keras_seq"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "keras_seq"
+MAX_FUNCTION_LINES = 80  # def line to last line, docstring included, decorators not
+# Where the bound holds: the package but its benchmarks, the fit and export scripts, tests.
+SHORT_FUNCTION_FOLDERS = ("keras_seq", "train", "export", "scripts", "tests")
 
 LAYERS = {
     "keras_seq": 0, "keras_seq.errors": 0, "keras_seq.atomic": 0, "keras_seq.backend": 0,
@@ -182,6 +187,27 @@ def test_the_runtime_never_imports_tensorflow_or_keras():
     assert found == []
 
 
+def long_functions(root: Path, folders=SHORT_FUNCTION_FOLDERS) -> list[str]:
+    """``path:line name (N lines)`` for each function over MAX_FUNCTION_LINES under
+    ``folders`` of ``root``, keras_seq/benchmarks left out."""
+    found = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            relative = path.relative_to(root)
+            if relative.parts[:2] == ("keras_seq", "benchmarks"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    length = node.end_lineno - node.lineno + 1
+                    if length > MAX_FUNCTION_LINES:
+                        found.append(f"{relative}:{node.lineno} {node.name} ({length} lines)")
+    return found
+
+
+def test_no_function_outside_the_benchmarks_is_over_80_lines():
+    assert long_functions(ROOT) == []
+
+
 def test_the_checks_find_what_they_look_for(tmp_path):
     """The checker itself: a planted circle and a planted upward import are found."""
     package = tmp_path / "keras_seq"
@@ -197,3 +223,9 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     assert circles(planted) == [["keras_seq.layers.lstm", "keras_seq.training.trainer"]]
     assert planted["keras_seq.layers.lstm"] == {"keras_seq.training.trainer": 2}
     assert layer_of("keras_seq.training.trainer") > layer_of("keras_seq.layers.lstm")
+    body = "".join(f"    x = {i}\n" for i in range(80))  # 81 lines with the def
+    (package / "layers" / "long.py").write_text(f"def long():\n{body}")
+    (package / "benchmarks").mkdir()
+    (package / "benchmarks" / "long.py").write_text(f"def long():\n{body}")
+    assert long_functions(tmp_path, ("keras_seq",)) == \
+        ["keras_seq/layers/long.py:1 long (81 lines)"]

@@ -120,41 +120,10 @@ class RecurrentLM(GradNormLogs, BuildByCalling, BuiltBeforeTracing, keras.Model)
                  coupled_input_forget: bool = False, softmax: str = "full",
                  cutoffs=None, div_value: float = 4.0, **kwargs):
         super().__init__(**kwargs)
-        if cell not in CELLS:
-            raise ValueError(f"unknown cell {cell!r}; expected one of {', '.join(CELLS)}")
-        if cell == "lstmp":
-            if proj_units is None:
-                raise ValueError("cell='lstmp' needs proj_units (the projection size, "
-                                 f"≤ units={units}), e.g. proj_units={max(1, units // 4)}")
-            if not isinstance(proj_units, int) or isinstance(proj_units, bool) \
-                    or not 0 < proj_units <= units:
-                raise ValueError(f"proj_units must be a positive integer ≤ units={units}, "
-                                 f"got {proj_units!r}; the projection maps the units down")
-        elif proj_units is not None:
-            raise ValueError(f"proj_units is for cell='lstmp' only, got cell={cell!r} with "
-                             f"proj_units={proj_units}; use cell='lstmp' or drop proj_units")
-        if coupled_input_forget and cell not in ("lstm", "lstmp"):
-            raise ValueError(f"coupled_input_forget (CIFG) needs a keras-seq LSTM cell "
-                             f"('lstm' or 'lstmp'), got cell={cell!r}")
-        out_name, out_size = ("proj_units", proj_units) if cell == "lstmp" else ("units", units)
-        if tie_weights and embed_dim != out_size:
-            raise ValueError(
-                f"tie_weights needs embed_dim == {out_name} (the recurrent output size), got "
-                f"embed_dim={embed_dim}, {out_name}={out_size}; set them equal or turn tying "
-                "off"
-            )
-        out_features = proj_units if cell == "lstmp" else units
-        _check_softmax(softmax, cutoffs, tie_weights, vocab_size, out_features)
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be ≥ 1, got {num_layers}")
-        # weight_dropout is checked by the cells themselves.
-        for name, rate in (("dropout", dropout), ("embed_dropout", embed_dropout)):
-            if not 0.0 <= float(rate) < 1.0:
-                raise ValueError(f"{name} must be a fraction in [0, 1), got {rate!r}; "
-                                 "0 turns it off")
-        if weight_dropout and cell.startswith("keras-"):
-            raise ValueError(f"weight_dropout needs a keras-seq cell (rnn, gru, lstm, lstmp), got "
-                             f"cell={cell!r}")
+        _check_cell(cell, units, proj_units, coupled_input_forget)
+        _check_sizes(vocab_size, embed_dim, units, num_layers, cell, tie_weights, proj_units,
+                     softmax, cutoffs)
+        _check_rates(cell, dropout, embed_dropout, weight_dropout)
         self.vocab_size, self.embed_dim, self.units = vocab_size, embed_dim, units
         self.num_layers, self.cell, self.dropout = num_layers, cell, dropout
         self.tie_weights, self.stateful = tie_weights, stateful
@@ -166,54 +135,21 @@ class RecurrentLM(GradNormLogs, BuildByCalling, BuiltBeforeTracing, keras.Model)
         self.cutoffs = None if cutoffs is None else check_cutoffs(cutoffs, vocab_size)
         self.div_value = float(div_value)
 
-        def init():
-            if init_scale is None:
-                return {}
-            u = keras.initializers.RandomUniform(-init_scale, init_scale)
-            inits = {"kernel_initializer": u, "recurrent_initializer": u,
-                     "bias_initializer": u}
-            return {**inits, "projection_initializer": u} if cell == "lstmp" else inits
-
-        emb_init = (keras.initializers.RandomUniform(-init_scale, init_scale)
-                    if init_scale is not None else "uniform")
-        self.embedding = layers.Embedding(vocab_size, embed_dim, embeddings_initializer=emb_init,
+        # The sub-layers in the order their weights are saved (and the seeds drawn):
+        # embedding, recurrent layers, dropouts, embedding-dropout seed, output head.
+        self.embedding = layers.Embedding(vocab_size, embed_dim,
+                                          embeddings_initializer=_embedding_init(init_scale),
                                           name="embedding")
-        rnn_kwargs = {"return_sequences": True, "stateful": stateful}
-        if cell.endswith(("lstm", "lstmp")):
-            rnn_kwargs["unit_forget_bias"] = unit_forget_bias and init_scale is None
-        if weight_dropout:
-            rnn_kwargs["weight_dropout"] = weight_dropout
-        if coupled_input_forget:
-            rnn_kwargs["coupled_input_forget"] = True
-        sizes = (units, proj_units) if cell == "lstmp" else (units,)
-        # Each layer builds on its input: the previous layer's proj_units for lstmp.
-        self.rnns = [CELLS[cell](*sizes, name=f"{cell}_{i}", **rnn_kwargs, **init())
-                     for i in range(num_layers)]
+        self.rnns = _recurrent_stack(cell, units, proj_units, num_layers, stateful, init_scale,
+                                     unit_forget_bias, weight_dropout, coupled_input_forget)
         # Locked dropout: the mask has shape (B, 1, features), shared over time.
         noise_shape = (None, 1, None) if variational_dropout else None
         self.drops = [seeded_dropout(dropout, noise_shape=noise_shape)
                       for _ in range(num_layers + 1)]
         if self.embed_dropout > 0:
             self.embed_drop_seed = keras.random.SeedGenerator(explicit_seed())
-        if softmax == "adaptive":  # the same U(±0.1) start as the dense head below
-            self.head = AdaptiveSoftmax(vocab_size, self.cutoffs, div_value=self.div_value,
-                                        name="logits", dtype=logits_dtype(),
-                                        kernel_initializer=init().get(
-                                            "kernel_initializer",
-                                            keras.initializers.RandomUniform(-0.1, 0.1)))
-        elif tie_weights:
-            self.head = TiedLogits(self.embedding, name="logits", dtype=logits_dtype())
-        else:
-            # Keras's Dense default (Glorot) scales by fan_in + fan_out: with a vocabulary
-            # in the thousands the logits barely depend on h at first, and two-layer models
-            # sit on the unigram plateau (a two-layer GRU for 10 epochs; docs/language-models.md,
-            # "Why the two-layer GRU stalled"). U(±0.1), the AWD-LSTM decoder's init, lets
-            # them learn.
-            out_init = ({"kernel_initializer": init()["kernel_initializer"],
-                         "bias_initializer": init()["bias_initializer"]} if init() else
-                        {"kernel_initializer": keras.initializers.RandomUniform(-0.1, 0.1)})
-            self.head = layers.Dense(vocab_size, name="logits", dtype=logits_dtype(),
-                                     **out_init)
+        self.head = _output_head(softmax, vocab_size, self.cutoffs, self.div_value, tie_weights,
+                                 self.embedding, init_scale, cell)
 
     def call(self, inputs, training=None):
         x = self.embedding(inputs)  # (B, T, E)
@@ -326,3 +262,115 @@ def _check_softmax(softmax, cutoffs, tie_weights, vocab_size, out_features) -> N
     if out_features == vocab_size:
         raise ValueError(f"softmax='adaptive' with features == vocab_size ({vocab_size}) "
                          "cannot tell training features from log-probs; change the units")
+
+
+# ----------------------------------------------------------------------------------------
+# RecurrentLM's constructor: argument checks and sub-layers
+
+
+def _check_cell(cell, units, proj_units, coupled_input_forget) -> None:
+    """``cell`` and the options that belong to some cells only (``proj_units``, CIFG): raise
+    ``ValueError`` saying what is wrong and how to fix it."""
+    if cell not in CELLS:
+        raise ValueError(f"unknown cell {cell!r}; expected one of {', '.join(CELLS)}")
+    if cell == "lstmp":
+        if proj_units is None:
+            raise ValueError("cell='lstmp' needs proj_units (the projection size, "
+                             f"≤ units={units}), e.g. proj_units={max(1, units // 4)}")
+        if not isinstance(proj_units, int) or isinstance(proj_units, bool) \
+                or not 0 < proj_units <= units:
+            raise ValueError(f"proj_units must be a positive integer ≤ units={units}, "
+                             f"got {proj_units!r}; the projection maps the units down")
+    elif proj_units is not None:
+        raise ValueError(f"proj_units is for cell='lstmp' only, got cell={cell!r} with "
+                         f"proj_units={proj_units}; use cell='lstmp' or drop proj_units")
+    if coupled_input_forget and cell not in ("lstm", "lstmp"):
+        raise ValueError(f"coupled_input_forget (CIFG) needs a keras-seq LSTM cell "
+                         f"('lstm' or 'lstmp'), got cell={cell!r}")
+
+
+def _check_sizes(vocab_size, embed_dim, units, num_layers, cell, tie_weights, proj_units,
+                 softmax, cutoffs) -> None:
+    """Weight tying against the recurrent output size, the softmax and the layer count:
+    raise ``ValueError`` saying what is wrong and how to fix it."""
+    out_name, out_size = ("proj_units", proj_units) if cell == "lstmp" else ("units", units)
+    if tie_weights and embed_dim != out_size:
+        raise ValueError(
+            f"tie_weights needs embed_dim == {out_name} (the recurrent output size), got "
+            f"embed_dim={embed_dim}, {out_name}={out_size}; set them equal or turn tying "
+            "off"
+        )
+    out_features = proj_units if cell == "lstmp" else units
+    _check_softmax(softmax, cutoffs, tie_weights, vocab_size, out_features)
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be ≥ 1, got {num_layers}")
+
+
+def _check_rates(cell, dropout, embed_dropout, weight_dropout) -> None:
+    """The dropout rates (``weight_dropout``'s range is checked by the cells themselves, its
+    cell here): raise ``ValueError`` saying what is wrong and how to fix it."""
+    for name, rate in (("dropout", dropout), ("embed_dropout", embed_dropout)):
+        if not 0.0 <= float(rate) < 1.0:
+            raise ValueError(f"{name} must be a fraction in [0, 1), got {rate!r}; "
+                             "0 turns it off")
+    if weight_dropout and cell.startswith("keras-"):
+        raise ValueError(f"weight_dropout needs a keras-seq cell (rnn, gru, lstm, lstmp), got "
+                         f"cell={cell!r}")
+
+
+def _uniform_inits(init_scale, cell) -> dict:
+    """The recurrent layers' ``U(±init_scale)`` initializer arguments (``{}`` when
+    ``init_scale`` is None). Each call makes new initializers, each drawing its seed from
+    Python's generator, so the calls' number and order fix the weights of a seeded run."""
+    if init_scale is None:
+        return {}
+    u = keras.initializers.RandomUniform(-init_scale, init_scale)
+    inits = {"kernel_initializer": u, "recurrent_initializer": u, "bias_initializer": u}
+    return {**inits, "projection_initializer": u} if cell == "lstmp" else inits
+
+
+def _embedding_init(init_scale):
+    """The embedding's initializer: ``U(±init_scale)``, or Keras's ``"uniform"``."""
+    return (keras.initializers.RandomUniform(-init_scale, init_scale)
+            if init_scale is not None else "uniform")
+
+
+def _recurrent_stack(cell, units, proj_units, num_layers, stateful, init_scale,
+                     unit_forget_bias, weight_dropout, coupled_input_forget) -> list:
+    """The ``num_layers`` recurrent layers ``{cell}_0``, ``{cell}_1``…, in order."""
+    rnn_kwargs = {"return_sequences": True, "stateful": stateful}
+    if cell.endswith(("lstm", "lstmp")):
+        rnn_kwargs["unit_forget_bias"] = unit_forget_bias and init_scale is None
+    if weight_dropout:
+        rnn_kwargs["weight_dropout"] = weight_dropout
+    if coupled_input_forget:
+        rnn_kwargs["coupled_input_forget"] = True
+    sizes = (units, proj_units) if cell == "lstmp" else (units,)
+    # Each layer builds on its input: the previous layer's proj_units for lstmp.
+    return [CELLS[cell](*sizes, name=f"{cell}_{i}", **rnn_kwargs,
+                        **_uniform_inits(init_scale, cell))
+            for i in range(num_layers)]
+
+
+def _output_head(softmax, vocab_size, cutoffs, div_value, tie_weights, embedding, init_scale,
+                 cell):
+    """The output layer ``logits``: an adaptive softmax, the embedding tied, or a dense layer."""
+    if softmax == "adaptive":  # the same U(±0.1) start as the dense head below
+        return AdaptiveSoftmax(vocab_size, cutoffs, div_value=div_value,
+                               name="logits", dtype=logits_dtype(),
+                               kernel_initializer=_uniform_inits(init_scale, cell).get(
+                                   "kernel_initializer",
+                                   keras.initializers.RandomUniform(-0.1, 0.1)))
+    if tie_weights:
+        return TiedLogits(embedding, name="logits", dtype=logits_dtype())
+    # Keras's Dense default (Glorot) scales by fan_in + fan_out: with a vocabulary
+    # in the thousands the logits barely depend on h at first, and two-layer models
+    # sit on the unigram plateau (a two-layer GRU for 10 epochs; docs/language-models.md,
+    # "Why the two-layer GRU stalled"). U(±0.1), the AWD-LSTM decoder's init, lets
+    # them learn. (_uniform_inits is called three times, as it always was: each call
+    # draws seeds, which a seeded run's weights depend on.)
+    out_init = ({"kernel_initializer": _uniform_inits(init_scale, cell)["kernel_initializer"],
+                 "bias_initializer": _uniform_inits(init_scale, cell)["bias_initializer"]}
+                if _uniform_inits(init_scale, cell) else
+                {"kernel_initializer": keras.initializers.RandomUniform(-0.1, 0.1)})
+    return layers.Dense(vocab_size, name="logits", dtype=logits_dtype(), **out_init)

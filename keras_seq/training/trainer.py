@@ -355,12 +355,49 @@ def _settle_strategy(task, config, resume: bool, printer):
 
 def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, computing: dict,
            backend_notes: list, strategy=None) -> dict:
+    """Steps 2–5 of :func:`train` once the config, backend, strategy and dtype policy are
+    settled: prepare the data, save a fresh run, build or reload the model, fit, evaluate."""
+    # lazy: Keras is imported once the backend is chosen
+    from keras_seq.training.distribute import fit_workarounds
+
+    prepared, point = _prepare(task, config, run_dir, resume, printer, backend_notes, strategy)
+    initial_epoch = point.epochs_done if point else 0
+    start_batch = point.batches_done if point else 0
+    if initial_epoch >= config.epochs:
+        results = _already_trained(run_dir, initial_epoch, printer)
+        if results is not None:
+            return results
+    plan = _plan(task, config, prepared, initial_epoch, start_batch, printer)
+    if not resume:
+        _save_fresh_run(run_dir, config, prepared)
+
+    model = _run_model(task, config, prepared, run_dir, point, computing, backend_notes,
+                       strategy, printer)
+    report = [{"epoch": 0, "kind": kind, "message": note}
+              for kind, note in [*prepared.notes, *backend_notes]]
+    callbacks, nan_guard, budget = _run_callbacks(task, config, prepared, run_dir, point,
+                                                  start_batch, plan, strategy, report, printer)
+
+    steps_before = _optimizer_steps(model)
+    started = time.monotonic()
+    with fit_workarounds(strategy):
+        _fit_sessions(task, config, prepared, model, plan, callbacks, initial_epoch,
+                      start_batch, verbose, printer, nan_guard, budget)
+    seconds = time.monotonic() - started
+    if nan_guard.tripped:
+        last = run_dir / runs.LAST
+        raise KerasSeqError(nan_guard.message(str(last) if last.is_file() else None))
+    return _write_results(task, config, prepared, run_dir, model, plan, budget, computing,
+                          report, seconds, steps_before)
+
+
+def _prepare(task, config, run_dir: Path, resume: bool, printer, backend_notes: list,
+             strategy):
+    """``(prepared, point)``: seed every RNG, let the task prepare its data (its notes
+    printed) and, resuming, find the commit to start from (None: a fresh run, or nothing
+    committed yet). A resumed run first checks that it can still save."""
     # lazy: Keras is imported once the backend is chosen
     import keras
-
-    from keras_seq.training import callbacks as cb
-    from keras_seq.training.checkpoints import resume_from_checkpoint
-    from keras_seq.training.distribute import fit_workarounds, strategy_scope
 
     if resume:  # fail now, not after an epoch of training, if nothing can be saved
         _check_writable(run_dir)
@@ -370,25 +407,41 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
     for _, note in prepared.notes:
         printer(note)
     point = _resume_point(run_dir, printer, backend_notes) if resume else None
-    initial_epoch = point.epochs_done if point else 0
-    start_batch = point.batches_done if point else 0
-    if point is not None and start_batch:
+    if point is not None and point.batches_done:
         printer(f"resuming mid-epoch: {point.where} (the recurrent states, optimizer, RNG "
                 "states and the epoch's metrics so far as committed)")
-    if initial_epoch >= config.epochs:
-        try:
-            results = json.loads((run_dir / runs.METRICS).read_text())
-            printer(f"{run_dir} already trained {initial_epoch} epoch(s); nothing to do")
-            return results
-        except (OSError, ValueError):  # stopped after the last epoch, before the results
-            printer(f"note: {run_dir} trained all {initial_epoch} epoch(s) but stopped before "
-                    f"writing {runs.METRICS}; evaluating the last checkpoint now")
-    plan = _plan(task, config, prepared, initial_epoch, start_batch, printer)
-    if not resume:
-        _check_writable(run_dir)
-        for filename, artifact in prepared.artifacts.items():
-            artifact.save(run_dir / filename)
-        config.save(run_dir / runs.CONFIG)
+    return prepared, point
+
+
+def _already_trained(run_dir: Path, initial_epoch: int, printer) -> dict | None:
+    """The saved results of a run that trained all its epochs (said); None, with a note,
+    when it stopped before writing them (the last checkpoint is then evaluated)."""
+    try:
+        results = json.loads((run_dir / runs.METRICS).read_text())
+        printer(f"{run_dir} already trained {initial_epoch} epoch(s); nothing to do")
+        return results
+    except (OSError, ValueError):  # stopped after the last epoch, before the results
+        printer(f"note: {run_dir} trained all {initial_epoch} epoch(s) but stopped before "
+                f"writing {runs.METRICS}; evaluating the last checkpoint now")
+    return None
+
+
+def _save_fresh_run(run_dir: Path, config, prepared: Prepared) -> None:
+    """A fresh run's tokenizers (the task's artifacts) and ``config.json``, once
+    ``run_dir`` is known to be writable."""
+    _check_writable(run_dir)
+    for filename, artifact in prepared.artifacts.items():
+        artifact.save(run_dir / filename)
+    config.save(run_dir / runs.CONFIG)
+
+
+def _run_model(task, config, prepared: Prepared, run_dir: Path, point, computing: dict,
+               backend_notes: list, strategy, printer):
+    """The task's model, built fresh or reloaded from ``point`` under the strategy's scope,
+    described; XLA is turned off (and the config saved again) where cuDNN wins."""
+    # lazy: Keras is imported once the backend is chosen
+    from keras_seq.training.checkpoints import resume_from_checkpoint
+    from keras_seq.training.distribute import strategy_scope
 
     with strategy_scope(strategy):  # a distributed model's variables live on every replica
         if point is not None:
@@ -402,9 +455,17 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
         config.save(run_dir / runs.CONFIG)
     printer(f"backend {computing['backend']}, mixed precision {computing['mixed_precision']}, "
             f"jit_compile {computing['jit_compile']}")
+    return model
 
-    report = [{"epoch": 0, "kind": kind, "message": note}
-              for kind, note in [*prepared.notes, *backend_notes]]
+
+def _run_callbacks(task, config, prepared: Prepared, run_dir: Path, point, start_batch: int,
+                   plan: FitPlan, strategy, report: list, printer):
+    """``(callbacks, nan_guard, budget)``: the task's callbacks around the shared ones, in
+    the order they must run (state restores before the NaN guard, the metrics row after
+    the checkpoint's commit, the time budget last)."""
+    # lazy: Keras is imported once the backend is chosen
+    from keras_seq.training import callbacks as cb
+
     tb_dir = run_dir / "tensorboard"
     first, middle = task.callbacks(config, prepared, run_dir, report, printer)
     nan_guard = cb.NaNGuard()
@@ -436,17 +497,14 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
                       point.state.get("last_logs") if point else None),  # after the commit
         budget,
     ]
+    return callbacks, nan_guard, budget
 
-    steps_before = _optimizer_steps(model)
-    started = time.monotonic()
-    with fit_workarounds(strategy):
-        _fit_sessions(task, config, prepared, model, plan, callbacks, initial_epoch,
-                      start_batch, verbose, printer, nan_guard, budget)
-    seconds = time.monotonic() - started
-    if nan_guard.tripped:
-        last = run_dir / runs.LAST
-        raise KerasSeqError(nan_guard.message(str(last) if last.is_file() else None))
 
+def _write_results(task, config, prepared: Prepared, run_dir: Path, model, plan: FitPlan,
+                   budget, computing: dict, report: list, seconds: float,
+                   steps_before: int) -> dict:
+    """The run's results — shared ones, throughput, then the task's evaluations — written
+    to ``metrics.json`` and returned."""
     state = json.loads((run_dir / runs.STATE).read_text())
     steps_run = _optimizer_steps(model) - steps_before
     results = {"run_dir": str(run_dir), "kind": task.name, "epochs_done": state["epochs_done"],
