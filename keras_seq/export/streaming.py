@@ -154,6 +154,20 @@ def _keras_eager_row(model, stream: np.ndarray, warmup: int, weight_bytes: int) 
     return _row("keras-eager", "-", micros, weight_bytes, 0.0)
 
 
+def _carrying_step(step_fn, state: dict, state_names):
+    """``step(token) -> logits`` over an explicit-state step function (a ``tf.function`` or a
+    SavedModel signature) that carries ``state`` (its outputs ``state_names``) along."""
+    # lazy: loads TensorFlow only when a TensorFlow row runs
+    import tensorflow as tf
+
+    def step(token):
+        out = step_fn(token=tf.constant([token], tf.int32), **state)
+        state.update({k: out[k] for k in state_names})
+        return out["logits"].numpy()
+
+    return step
+
+
 def _tf_function_row(graphs, stream: np.ndarray, warmup: int, weight_bytes: int) -> dict:
     """The ``tf-function`` row: the explicit-state step graph in a ``tf.function``."""
     # lazy: loads TensorFlow only when this runs
@@ -161,13 +175,8 @@ def _tf_function_row(graphs, stream: np.ndarray, warmup: int, weight_bytes: int)
 
     fn = tf.function(lambda **kw: graphs.step(**kw))
     state = {k: tf.constant(v) for k, v in graphs.zero_states(1).items()}
-
-    def tf_step(token, state=state):
-        out = fn(token=tf.constant([token], tf.int32), **state)
-        state.update({k: out[k] for k in graphs.state_names})
-        return out["logits"].numpy()
-
-    return _row("tf-function", "-", _time_stream(tf_step, stream, warmup), weight_bytes, 0.0)
+    step = _carrying_step(fn, state, graphs.state_names)
+    return _row("tf-function", "-", _time_stream(step, stream, warmup), weight_bytes, 0.0)
 
 
 def _saved_model_row(saved_model_dir, graphs, stream: np.ndarray, warmup: int) -> dict:
@@ -179,14 +188,8 @@ def _saved_model_row(saved_model_dir, graphs, stream: np.ndarray, warmup: int) -
 
     loaded, sig, names = load_step(saved_model_dir)
     shapes = graphs.state_shapes(1)  # (1, proj_units) for an lstmp layer's h
-    sstate = {k: tf.zeros(shapes[k]) for k in names}
-
-    def sm_step(token, state=sstate):
-        out = sig(token=tf.constant([token], tf.int32), **state)
-        state.update({k: out[k] for k in names})
-        return out["logits"].numpy()
-
-    row = _row("saved-model", "-", _time_stream(sm_step, stream, warmup),
+    step = _carrying_step(sig, {k: tf.zeros(shapes[k]) for k in names}, names)
+    row = _row("saved-model", "-", _time_stream(step, stream, warmup),
                _dir_size(saved_model_dir), 0.0)
     del loaded
     return row

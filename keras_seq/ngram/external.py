@@ -45,6 +45,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -481,12 +482,10 @@ def _train(d, chunks, vocab, N, memory, out, fallback, metadata, progress, worke
     counts = sizes[1:]
     meta = {"smoothing": "kn", "order": N, "discounts": {n: discounts[n] for n in range(1, N + 1)}}
     meta.update(metadata)
-    if isinstance(out, (str, os.PathLike)):
-        with open(out, "w", encoding="utf-8", newline="\n") as f:
-            _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows,
-                   progress, workers)
-    else:
-        _write(d, out, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows, progress,
+    target = (open(out, "w", encoding="utf-8", newline="\n")
+              if isinstance(out, (str, os.PathLike)) else contextlib.nullcontext(out))
+    with target as f:
+        _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows, progress,
                workers)
     return BoundedKNResult(counts, meta["discounts"], T - tokens.n_sentences,
                            tokens.n_sentences, n_runs[1:])
