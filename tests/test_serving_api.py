@@ -8,11 +8,10 @@ import threading
 import time
 from contextlib import contextmanager
 
-import httpx
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_serving_common import ThreadServer, model_base, saved_model
+from test_serving_common import ThreadServer, http, model_base, saved_model
 
 from keras_seq.serving.app import ServeConfig
 from keras_seq.serving.layout import list_versions, publish_saved_model
@@ -36,23 +35,23 @@ def reference(tmp_path_factory):
 
 def post(server, path, body):
     # Exactly what a TF Serving client sends: JSON in a POST to …:predict.
-    return httpx.post(server.url + path, content=json.dumps(body),
+    return http.post(server.url + path, content=json.dumps(body),
                       headers={"Content-Type": "application/json"}, timeout=30)
 
 
 def test_model_status(server):
-    r = httpx.get(server.url + "/v1/models/lm")
+    r = http.get(server.url + "/v1/models/lm")
     assert r.status_code == 200
     assert r.json() == {"model_version_status": [{
         "version": "1", "state": "AVAILABLE",
         "status": {"error_code": "OK", "error_message": ""}}]}
-    r = httpx.get(server.url + "/v1/models/lm/versions/1")
+    r = http.get(server.url + "/v1/models/lm/versions/1")
     assert r.status_code == 200 and r.json()["model_version_status"][0]["version"] == "1"
 
 
 def test_metadata_lists_signature_defs(server):
     for path in ("/v1/models/lm/metadata", "/v1/models/lm/versions/1/metadata"):
-        r = httpx.get(server.url + path)
+        r = http.get(server.url + path)
         assert r.status_code == 200
         meta = r.json()
         assert meta["model_spec"] == {"name": "lm", "signature_name": "", "version": "1"}
@@ -66,9 +65,9 @@ def test_metadata_lists_signature_defs(server):
 
 
 def test_healthz_and_openapi(server):
-    r = httpx.get(server.url + "/healthz")
+    r = http.get(server.url + "/healthz")
     assert r.status_code == 200 and r.json()["models"]["lm"] == 1
-    spec = httpx.get(server.url + "/openapi.json").json()
+    spec = http.get(server.url + "/openapi.json").json()
     assert "/v1/models/{model_name}:predict" in spec["paths"]
     assert "/v1/models/{model_name}/versions/{version}:predict" in spec["paths"]
 
@@ -147,7 +146,7 @@ def concurrently(server, bodies):
     """POST every body from its own thread; the responses, in order, and the batching
     stats before and after."""
     assert len(bodies) == server.config.max_batch_size  # one request short: nothing runs
-    before = httpx.get(server.url + "/healthz").json()["batching"]
+    before = http.get(server.url + "/healthz").json()["batching"]
     results = [None] * len(bodies)
 
     def call(i):
@@ -159,7 +158,7 @@ def concurrently(server, bodies):
             th.start()
         for th in threads:
             th.join(60)
-    after = httpx.get(server.url + "/healthz").json()["batching"]
+    after = http.get(server.url + "/healthz").json()["batching"]
     assert all(r is not None and r.status_code == 200 for r in results), \
         [r.text if r is not None else None for r in results]
     return results, before, after
@@ -225,7 +224,7 @@ def test_new_version_is_picked_up(server, tmp_path_factory):
     assert target.name == "2" and list_versions(server.base / "lm") == [1, 2]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        status = httpx.get(server.url + "/v1/models/lm").json()["model_version_status"]
+        status = http.get(server.url + "/v1/models/lm").json()["model_version_status"]
         if status[0] == {"version": "2", "state": "AVAILABLE",
                          "status": {"error_code": "OK", "error_message": ""}}:
             break
@@ -234,7 +233,7 @@ def test_new_version_is_picked_up(server, tmp_path_factory):
     assert status[1]["version"] == "1" and status[1]["state"] == "END"
     r = post(server, "/v1/models/lm/versions/2:predict", {"instances": ["the cat"]})
     assert r.status_code == 200
-    assert httpx.get(server.url + "/v1/models/lm/metadata").json()["model_spec"]["version"] \
+    assert http.get(server.url + "/v1/models/lm/metadata").json()["model_spec"]["version"] \
         == "2"
     r = post(server, "/v1/models/lm/versions/1:predict", {"instances": ["the cat"]})
     assert r.status_code == 404

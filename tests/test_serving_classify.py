@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import threading
 
-import httpx
 import numpy as np
 import pytest
 import tensorflow as tf
 from test_export_classifier_tagger import classifier_saved_model
-from test_serving_common import ThreadServer, saved_model
+from test_serving_common import ThreadServer, http, saved_model
 
 from keras_seq.serving.app import ServeConfig
 from keras_seq.serving.codec import Limits
@@ -43,7 +42,7 @@ def reference(tmp_path_factory):
 
 def post(server, path, body=None, raw=None, headers=AUTH):
     content = raw if raw is not None else json.dumps(body)
-    return httpx.post(server.url + path, content=content, timeout=30,
+    return http.post(server.url + path, content=content, timeout=30,
                       headers={"Content-Type": "application/json", **(headers or {})})
 
 
@@ -111,7 +110,7 @@ def test_classify_concurrent_calls_are_batched(server, reference):
     for i, r in results.items():
         assert r.status_code == 200, r.text
         check_results(r.json()["results"], [want[i]])
-    stats = httpx.get(server.url + "/healthz").json()["batching"]
+    stats = http.get(server.url + "/healthz").json()["batching"]
     assert stats["batched_requests"] >= len(TEXTS)
 
 
@@ -157,7 +156,7 @@ def test_classify_malformed_limits_and_auth(server):
     expect_error(post(server, "/v1/models/clf/versions/x:classify",
                       {"examples": [{"inputs": "a"}]}), 400, "version")
     # GET still reaches the model-status route, as before :classify existed
-    r = httpx.get(server.url + "/v1/models/clf:classify", headers=AUTH)
+    r = http.get(server.url + "/v1/models/clf:classify", headers=AUTH)
     expect_error(r, 404, "Could not find any versions")
 
 
@@ -175,6 +174,6 @@ def test_classify_on_lm_is_a_400(server):
 
 
 def test_openapi_lists_classify(server):
-    spec = httpx.get(server.url + "/openapi.json").json()
+    spec = http.get(server.url + "/openapi.json").json()
     assert "/v1/models/{model_name}:classify" in spec["paths"]
     assert "/v1/models/{model_name}/versions/{version}:classify" in spec["paths"]

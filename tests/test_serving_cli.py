@@ -10,9 +10,8 @@ import subprocess
 import sys
 import time
 
-import httpx
 import pytest
-from test_serving_common import ROOT, saved_model, serve_subprocess, stop
+from test_serving_common import ROOT, http, saved_model, serve_subprocess, stop
 
 from keras_seq.cli import main
 from keras_seq.serving.layout import list_versions
@@ -45,14 +44,14 @@ def test_subprocess_token_env_pickup_and_graceful_shutdown(tmp_path_factory, tmp
     port = int(url.rsplit(":", 1)[1])
     try:
         auth = {"Authorization": "Bearer tok"}
-        assert httpx.get(url + "/v1/models/lm").status_code == 401
-        assert httpx.get(url + "/v1/models/lm", headers=auth).status_code == 200
+        assert http.get(url + "/v1/models/lm").status_code == 401
+        assert http.get(url + "/v1/models/lm", headers=auth).status_code == 200
         # a new version written while running is served without a restart
         assert main(["serve", "--model-base", str(base), "--model-name", "lm",
                      "--publish", str(sm)]) == 0
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            status = httpx.get(url + "/v1/models/lm", headers=auth).json()
+            status = http.get(url + "/v1/models/lm", headers=auth).json()
             if status["model_version_status"][0]["state"] == "AVAILABLE" and \
                     status["model_version_status"][0]["version"] == "2":
                 break

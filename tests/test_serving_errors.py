@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
-from test_serving_common import ThreadServer, model_base
+from test_serving_common import ThreadServer, http, model_base
 
 from keras_seq.serving.app import ServeConfig
 from keras_seq.serving.codec import Limits
@@ -33,7 +32,7 @@ def token_server(tmp_path_factory):
 
 def predict(server, body, path="/v1/models/lm:predict", raw=None, headers=None):
     content = raw if raw is not None else json.dumps(body)
-    return httpx.post(server.url + path, content=content, timeout=30,
+    return http.post(server.url + path, content=content, timeout=30,
                       headers={"Content-Type": "application/json", **(headers or {})})
 
 
@@ -49,15 +48,15 @@ def test_unknown_model_version_signature(server):
            "Servable not found for request: Latest(nope)")
     expect(predict(server, {"instances": ["a"]}, "/v1/models/lm/versions/9:predict"), 404,
            "Specific(lm, 9)")
-    expect(httpx.get(server.url + "/v1/models/nope"), 404, "Could not find any versions")
-    expect(httpx.get(server.url + "/v1/models/lm/versions/9"), 404, "version 9")
-    expect(httpx.get(server.url + "/v1/models/lm/versions/x"), 400, "version")
-    expect(httpx.get(server.url + "/v1/models/nope/metadata"), 404, "Servable not found")
+    expect(http.get(server.url + "/v1/models/nope"), 404, "Could not find any versions")
+    expect(http.get(server.url + "/v1/models/lm/versions/9"), 404, "version 9")
+    expect(http.get(server.url + "/v1/models/lm/versions/x"), 400, "version")
+    expect(http.get(server.url + "/v1/models/nope/metadata"), 404, "Servable not found")
     expect(predict(server, {"signature_name": "nope", "instances": ["a"]}), 400,
            'Serving signature name: "nope" not found')
-    expect(httpx.get(server.url + "/v1/models/lm:classify"), 404, "Could not find")
+    expect(http.get(server.url + "/v1/models/lm:classify"), 404, "Could not find")
     expect(predict(server, {}, "/v1/models/lm:regress"), 405, "Method Not Allowed")
-    expect(httpx.get(server.url + "/etc/passwd"), 404, "no such endpoint")
+    expect(http.get(server.url + "/etc/passwd"), 404, "no such endpoint")
 
 
 def test_malformed_json_and_request_shape(server):
@@ -151,7 +150,7 @@ def test_chunked_oversized_body_is_413(server):
         for _ in range(30):
             yield b" " * 1000
 
-    r = httpx.post(server.url + "/v1/models/lm:predict", content=chunks(), timeout=30)
+    r = http.post(server.url + "/v1/models/lm:predict", content=chunks(), timeout=30)
     expect(r, 413, "larger than the limit")
 
 
@@ -162,16 +161,16 @@ def test_server_still_answers_after_errors(server):
 
 def test_bearer_token(token_server):
     url = token_server.url
-    expect(httpx.get(url + "/v1/models/lm"), 401, "bearer token")
-    r = httpx.get(url + "/v1/models/lm", headers={"Authorization": "Bearer wrong"})
+    expect(http.get(url + "/v1/models/lm"), 401, "bearer token")
+    r = http.get(url + "/v1/models/lm", headers={"Authorization": "Bearer wrong"})
     expect(r, 401, "bearer token")
     assert r.headers["www-authenticate"] == "Bearer"
-    expect(httpx.post(url + "/v1/models/lm:predict", json={"instances": ["a"]}), 401, "bearer")
+    expect(http.post(url + "/v1/models/lm:predict", json={"instances": ["a"]}), 401, "bearer")
     auth = {"Authorization": f"Bearer {TOKEN}"}
-    assert httpx.get(url + "/v1/models/lm", headers=auth).status_code == 200
-    r = httpx.post(url + "/v1/models/lm:predict", json={"instances": ["a"]}, headers=auth)
+    assert http.get(url + "/v1/models/lm", headers=auth).status_code == 200
+    r = http.post(url + "/v1/models/lm:predict", json={"instances": ["a"]}, headers=auth)
     assert r.status_code == 200
-    assert httpx.get(url + "/healthz").status_code == 200  # liveness needs no token
+    assert http.get(url + "/healthz").status_code == 200  # liveness needs no token
 
 
 def test_request_timeout_is_504(tmp_path_factory):
@@ -180,7 +179,7 @@ def test_request_timeout_is_504(tmp_path_factory):
                          batch_timeout_ms=3000, request_timeout_s=0.3)
     with ThreadServer(config) as srv:
         expect(predict(srv, {"instances": ["the cat"]}), 504, "Deadline exceeded")
-        assert httpx.get(srv.url + "/healthz").status_code == 200
+        assert http.get(srv.url + "/healthz").status_code == 200
 
 
 class _Transport:

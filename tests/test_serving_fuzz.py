@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import math
 
-import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
-from test_serving_common import ThreadServer, model_base
+from test_serving_common import ThreadServer, http, model_base
 
 from keras_seq.serving.app import ServeConfig
 from keras_seq.serving.codec import Limits, field_of, request_fields, vocab_size
@@ -170,7 +169,7 @@ def test_fuzz_every_field_in_and_out_of_range(fuzz_server, bodies):
         _, fields = _fields(fuzz_server, body["signature_name"])
         bad = sorted(key for key, value in body["inputs"].items()
                      if not all(_in_range(v, fields[key]) for v in _leaves(value)))
-        r = httpx.post(fuzz_server.url + "/v1/models/lm:predict", timeout=30,
+        r = http.post(fuzz_server.url + "/v1/models/lm:predict", timeout=30,
                        content=json.dumps(body, allow_nan=True))
         fuzz_server.seen.append(r.status_code)
         if bad:
@@ -190,8 +189,8 @@ def test_fuzz_every_field_in_and_out_of_range(fuzz_server, bodies):
 def test_still_healthy_after_fuzz(fuzz_server):
     assert fuzz_server.seen, "the fuzz test did not run"
     assert max(fuzz_server.seen) < 500
-    assert httpx.get(fuzz_server.url + "/healthz").status_code == 200
-    r = httpx.post(fuzz_server.url + "/v1/models/lm:predict",
+    assert http.get(fuzz_server.url + "/healthz").status_code == 200
+    r = http.post(fuzz_server.url + "/v1/models/lm:predict",
                    json={"signature_name": "next_tokens", "inputs": {"text": ["the"], "k": 2}})
     assert r.status_code == 200 and len(r.json()["outputs"]["ids"][0]) == 2
     counts = {code: fuzz_server.seen.count(code) for code in sorted(set(fuzz_server.seen))}

@@ -8,9 +8,8 @@ from __future__ import annotations
 import base64
 import json
 
-import httpx
 import pytest
-from test_serving_common import ThreadServer, model_base
+from test_serving_common import ThreadServer, http, model_base
 
 from keras_seq.serving.app import ServeConfig
 from keras_seq.serving.codec import Limits, request_fields, vocab_size
@@ -51,7 +50,7 @@ def _body(server, signature, field=None, value=None):
 
 def predict(server, body):
     # allow_nan: NaN and Infinity are what a careless client's JSON encoder sends
-    return httpx.post(server.url + "/v1/models/lm:predict", timeout=30,
+    return http.post(server.url + "/v1/models/lm:predict", timeout=30,
                       content=json.dumps(body, allow_nan=True),
                       headers={"Content-Type": "application/json"})
 
