@@ -60,26 +60,19 @@ lock: $(STAMP)
 PYTEST := $(BIN)/python -m pytest -q -n auto --dist worksteal --durations=15
 
 # The main run uses the TensorFlow backend; tests/backends (layers and models written
-# backend-neutrally, and the fused-kernel path on reference kernels) then runs again under
-# JAX and under PyTorch, each where its package is installed (it says so where not; a
-# failure where $$KERAS_SEQ_REQUIRE names it, as in CI).
+# backend-neutrally, and the fused-kernel path on reference kernels) runs again under JAX
+# and under PyTorch, each where its package is installed (it says so where not; a failure
+# where $$KERAS_SEQ_REQUIRE names it, as in CI). scripts/test_phases.sh runs the two backend
+# phases in one process beside the TensorFlow phase and prints their logs after it.
 # The tests compile hundreds of tiny XLA programs (every JAX test, the JAX runs the TF
 # tests start, TF's jit_compile ones) and run each a few times: XLA's LLVM back end at -O0
 # compiles them faster (JAX's train/save/load and adaptive-softmax fit tests: 104 s → 64 s).
 TEST_ENV = XLA_FLAGS="--xla_backend_optimization_level=0 $${XLA_FLAGS:-}" \
     KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)}
-# $(call backend_phase,BACKEND,MARKS)
-backend_phase = if $(BIN)/python -c "import $(1)" 2>/dev/null; then \
-	    KERAS_BACKEND=$(1) $(TEST_ENV) $(PYTEST) -m "$(2)" -p no:cacheprovider tests/backends; \
-	elif case ",$${KERAS_SEQ_REQUIRE:-}," in *,$(1),*) true;; *) false;; esac; then \
-	    echo "the $(1) phase cannot run: $(1) is not installed"; exit 1; \
-	else echo "the $(1) phase skipped: $(1) is not installed (pip install -c constraints.txt '.[$(1)]')"; fi
 
 # The fast tier: every check, each heavy one in a fast version (the `slow` marker).
 test: prereqs $(STAMP) web-deps
-	$(TEST_ENV) $(PYTEST) -m "not slow"
-	$(call backend_phase,jax,not slow)
-	$(call backend_phase,torch,not slow)
+	$(TEST_ENV) bash scripts/test_phases.sh $(BIN)/python "not slow"
 
 # The slow tier (CI runs it after make test): the full versions of the heavy checks
 # (tests/backends has none: its phases would collect nothing).
