@@ -93,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"keras-seq {__version__}")
     parser.add_argument(
-        "--debug", action="store_true", help="show full tracebacks instead of one-line errors"
+        "--debug", action=argparse.BooleanOptionalAction, default=False,
+        help="show full tracebacks instead of one-line errors"
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     bench = subparsers.add_parser("bench", help="benchmarks that print a table (and --json)")

@@ -1,6 +1,7 @@
 """``--flag`` overrides for the typed config at the top of an example script (``train/``,
 ``export/``): one flag per dataclass field, its default shown, ``none`` for an optional
-value, ``true``/``false`` for a boolean. Imports nothing heavy, so ``--help`` answers at once.
+value, ``--x``/``--no-x`` for a boolean (the grammar of every ``keras-seq`` command). Imports
+nothing heavy, so ``--help`` answers at once.
 
 >>> from dataclasses import dataclass
 >>> @dataclass
@@ -8,8 +9,10 @@ value, ``true``/``false`` for a boolean. Imports nothing heavy, so ``--help`` an
 ...     units: int = 64  # LSTM units
 ...     clip_norm: float | None = 5.0
 ...     tie_weights: bool = False
->>> parse_config(Config, ["--units", "8", "--clip-norm", "none", "--tie-weights", "true"])
+>>> parse_config(Config, ["--units", "8", "--clip-norm", "none", "--tie-weights"])
 Config(units=8, clip_norm=None, tie_weights=True)
+>>> parse_config(Config, ["--no-tie-weights"]).tie_weights
+False
 """
 
 from __future__ import annotations
@@ -19,17 +22,11 @@ import dataclasses
 import types
 import typing
 
-_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
-
 
 def _converter(hint, optional: bool):
     def convert(text: str):
         if optional and text.lower() == "none":
             return None
-        if hint is bool:
-            if text.lower() in _TRUE + _FALSE:
-                return text.lower() in _TRUE
-            raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
         return hint(text)
 
     return convert
@@ -46,7 +43,11 @@ def parse_config(config_cls, argv, description: str | None = None):
         if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
             hint = next(a for a in typing.get_args(hint) if a is not type(None))
             optional = True
-        parser.add_argument("--" + f.name.replace("_", "-"), type=_converter(hint, optional),
-                            default=f.default, metavar=hint.__name__.upper(),
-                            help=f"default: {f.default}")
+        flag = "--" + f.name.replace("_", "-")
+        if hint is bool and not optional:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default,
+                                help=f"default: {'on' if f.default else 'off'}")
+            continue
+        parser.add_argument(flag, type=_converter(hint, optional), default=f.default,
+                            metavar=hint.__name__.upper(), help=f"default: {f.default}")
     return config_cls(**vars(parser.parse_args(argv)))

@@ -36,7 +36,7 @@ LM_TINY = ["--embed-dim", "8", "--units", "12", "--batch-size", "4", "--bptt", "
            "--seed", "7", "--lr", "0.01", "--quiet"]
 S2S_TINY = ["--data", "copy", "--min-len", "4", "--max-len", "4", "--train-size", "32",
             "--val-size", "8", "--test-size", "8", "--units", "8", "--embed-dim", "4",
-            "--batch-size", "16", "--eval-size", "8", "--unidirectional", "--quiet"]
+            "--batch-size", "16", "--eval-size", "8", "--no-bidirectional", "--quiet"]
 
 # Runs keras_seq.cli.main on each argument list in turn; prints "@@rc <i> <rc>" after each.
 RUNNER = textwrap.dedent("""

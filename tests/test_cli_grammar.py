@@ -74,6 +74,43 @@ def test_every_flag_says_what_it_does_and_its_real_default_once(path, parser):
     assert not problems, f"keras-seq {' '.join(path)}:\n" + "\n".join(problems)
 
 
+def _switches(parser):
+    """Every flag that takes no value, with the flag names it answers to."""
+    for action in _options(parser):
+        if action.nargs == 0:
+            yield "/".join(action.option_strings), action
+
+
+def test_every_switch_has_both_forms():
+    """One boolean grammar: each switch of every command (and of the fault campaign) is
+    ``--x/--no-x``; an older spelling may still parse but is not shown in --help."""
+    from tools.reliability.__main__ import build_parser as campaign_parser
+
+    parsers = [*COMMANDS, (("python -m tools.reliability",), campaign_parser())]
+    one_way = [f"{' '.join(path)} {flag}" for path, parser in parsers
+               for flag, action in _switches(parser)
+               if not isinstance(action, argparse.BooleanOptionalAction)]
+    assert not one_way, "switches without a --no- form:\n" + "\n".join(one_way)
+    checked = sum(1 for _, parser in parsers for _ in _switches(parser))
+    assert checked >= 40  # --json, --quick, --parity, --progress, … on most commands
+
+
+@pytest.mark.parametrize("argv,dest,value", [
+    (["export", "tflite", "--run-dir", "r", "--out", "o"], "parity", True),
+    (["export", "tflite", "--run-dir", "r", "--out", "o", "--no-parity"], "parity", False),
+    (["ngram", "train", "--data", "d", "--out", "o"], "discount_fallback", True),
+    (["ngram", "train", "--data", "d", "--out", "o", "--no-discount-fallback"],
+     "discount_fallback", False),
+    (["bench", "web", "--tflite-dir", "t", "--no-webgpu"], "webgpu", False),
+    (["report", "--out", "o", "--no-progress", "--tiny"], "progress", False),
+    (["train", "lm", "--run-dir", "r", "--no-clip"], "clip", False),
+    (["train", "seq2seq", "--run-dir", "r", "--unidirectional"], "bidirectional", False),
+    (["--no-debug", "train", "lm", "--run-dir", "r", "--json"], "json", True),
+])
+def test_the_negative_forms_keep_their_meaning(argv, dest, value):
+    assert getattr(build_parser().parse_args(argv), dest) is value
+
+
 def test_help_output_shows_each_default_once(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "classify", "--help"])

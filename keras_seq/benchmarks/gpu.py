@@ -214,8 +214,9 @@ def main(argv=None) -> int:
     p.add_argument("--bench", default="{}",
                    help="JSON of bench cells settings over the defaults, e.g. "
                         "'{\"batch\": 128, \"units\": 512}'")
-    p.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
-    p.add_argument("--skip-tests", action="store_true")
+    p.add_argument("--quick", action=argparse.BooleanOptionalAction, default=False,
+                   help="tiny sizes (a smoke test)")
+    p.add_argument("--skip-tests", action=argparse.BooleanOptionalAction, default=False)
     args = p.parse_args(argv)
 
     python = sys.executable

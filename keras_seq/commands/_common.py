@@ -143,7 +143,8 @@ def use_backend(args) -> str:
 
 
 def add_json_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                        help="print machine-readable JSON")
 
 
 def add_keyboard_args(parser: argparse.ArgumentParser) -> None:
@@ -191,7 +192,7 @@ def config_overrides(args, config_cls, base: dict) -> dict:
         value = getattr(args, f.name, None)
         if value is not None:
             base[f.name] = value
-    if getattr(args, "no_clip", False) and "clip_norm" in base:
+    if getattr(args, "clip", None) is False and "clip_norm" in base:
         base["clip_norm"] = None
     return base
 
@@ -219,8 +220,10 @@ def add_train_command(subparsers, kind: str, help_text: str, config_cls, func,
     train = group_parser(subparsers, "train", "train a model into a run directory")
     p = train.add_parser(kind, help=help_text)
     p.add_argument("--run-dir", required=True, help="where config, checkpoints and logs go")
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
-    p.add_argument("--quiet", action="store_true", help="one line per epoch")
+    p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=False,
+                   help="continue from the last checkpoint")
+    p.add_argument("--quiet", action=argparse.BooleanOptionalAction, default=False,
+                   help="one line per epoch")
     add_json_arg(p)
     add_config_args(p, config_cls, presets=presets)
     p.set_defaults(func=func, kind=kind, **defaults)
@@ -305,8 +308,9 @@ def add_config_args(parser: argparse.ArgumentParser, config_cls, skip=(), only=N
         group.add_argument(flag, type=base, default=None, choices=meta.get("choices"),
                            metavar=metavar, help=help_text)
         if f.name == "clip_norm" and f.default is not None:
-            group.add_argument("--no-clip", action="store_true",
-                               help="turn gradient clipping off (clip_norm unset)")
+            group.add_argument("--clip", action=argparse.BooleanOptionalAction, default=None,
+                               help="clip the gradient norm at --clip-norm (--no-clip: "
+                               "clipping off, clip_norm unset)")
 
 
 def field_metadata(config_cls, name: str) -> dict:
@@ -506,13 +510,13 @@ def check_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def _shows_default(action) -> bool:
     """Whether ``--help`` should add ``action``'s default: it has one that means
-    something (not None, not the off state of an on/off flag) and the help does not
+    something (not None; for a switch, only a ``--x/--no-x`` one) and the help does not
     already say it."""
     if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
         return False
     if "default" in (action.help or "").lower() or action.default in (None, argparse.SUPPRESS):
         return False
-    return not (action.nargs == 0 and isinstance(action.default, bool))
+    return action.nargs != 0 or isinstance(action, argparse.BooleanOptionalAction)
 
 
 def check_tokenizer_options(kind: str, **options) -> None:

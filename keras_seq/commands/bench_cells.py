@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import sys
@@ -26,7 +27,7 @@ def add_backend_args(p) -> None:
                         "the backend puts it")
     p.add_argument("--mixed-precision", choices=PRECISIONS, default="off",
                    help="Keras dtype policy for both implementations (default off = float32)")
-    p.add_argument("--jit-compile", action="store_true",
+    p.add_argument("--jit-compile", action=argparse.BooleanOptionalAction, default=False,
                    help="compile train steps with XLA (torch.compile on PyTorch; JAX always "
                         "compiles)")
 
@@ -67,8 +68,10 @@ def register(subparsers) -> None:
             help=SIZES[name],
         )
     add_backend_args(p)
-    p.add_argument("--quick", action="store_true", help="smoke test: 2 steps, 1 repeat, tiny sizes")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--quick", action=argparse.BooleanOptionalAction, default=False,
+                   help="smoke test: 2 steps, 1 repeat, tiny sizes")
+    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                   help="print machine-readable JSON")
     p.set_defaults(func=run_cells)
 
 

@@ -3,6 +3,8 @@ KenLM's lmplz) and train lm against corpus size, 1 M to ≥ 100 M tokens."""
 
 from __future__ import annotations
 
+import argparse
+
 from keras_seq.commands._common import add_json_arg, print_json
 
 
@@ -34,7 +36,7 @@ def register(subparsers) -> None:
     p.add_argument("--lm-steps", type=int, default=20,
                    help="optimizer steps timed after the first for train lm's tokens/s "
                         "(default: 20)")
-    p.add_argument("--keep", action="store_true",
+    p.add_argument("--keep", action=argparse.BooleanOptionalAction, default=False,
                    help="keep the prepared corpora and ARPA files (several GB at 100M)")
     add_json_arg(p)
     p.set_defaults(func=run_scaling)

@@ -3,6 +3,8 @@ graphs, scoring the same tokens, XNNPACK on and off."""
 
 from __future__ import annotations
 
+import argparse
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -13,7 +15,8 @@ def register(subparsers) -> None:
     p.add_argument("--tokens", type=int, default=2000, help="validation tokens scored")
     p.add_argument("--rounds", type=int, default=3, help="rounds, models alternated")
     p.add_argument("--out", default=None, help="keep the exported models here")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                   help="print machine-readable JSON")
     p.set_defaults(func=run_fused)
 
 

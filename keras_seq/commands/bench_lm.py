@@ -3,6 +3,7 @@ with ``--speed``, the training speed of that workload, keras-seq's layers vs Ker
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from keras_seq.commands._common import add_config_args, add_json_arg, comma_list, print_json
@@ -41,7 +42,7 @@ def register(subparsers) -> None:
     p.add_argument("--bptt", type=int, default=35, help="truncation length τ")
     p.add_argument("--batch-size", type=int, default=20, help="token streams per batch")
     p.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate")
-    p.add_argument("--tie-weights", action="store_true",
+    p.add_argument("--tie-weights", action=argparse.BooleanOptionalAction, default=False,
                    help="share the embedding with the output layer")
     add_config_args(p, LMConfig, only=LM_OPTIONS[:-1])  # the AWD-LSTM and PTB-decay fields
     p.add_argument("--state-reset-prob", type=float, default=0.02,
@@ -54,14 +55,14 @@ def register(subparsers) -> None:
     speed = p.add_argument_group(
         "speed", "--speed: keras-seq's layers vs Keras's built-ins on this workload (same "
         "models, data, backend, device, precision and XLA; no training runs, no KN)")
-    speed.add_argument("--speed", action="store_true",
+    speed.add_argument("--speed", action=argparse.BooleanOptionalAction, default=False,
                        help="measure training tokens/s of keras-seq vs the built-in for "
-                            "each of --cells (rnn, gru, lstm; default all three)")
+                            "each of --cells (rnn, gru, lstm; all three unless --cells names some)")
     speed.add_argument("--steps", type=int, default=20, help="timed train steps per run")
     speed.add_argument("--repeats", type=int, default=5, help="runs (alternating turns)")
     speed.add_argument("--warmup", type=int, default=2, help="untimed steps per model")
     speed.add_argument("--chunk", type=int, default=5, help="steps per turn")
-    speed.add_argument("--quick", action="store_true",
+    speed.add_argument("--quick", action=argparse.BooleanOptionalAction, default=False,
                        help="smoke test of --speed (implies it): 2 steps, 1 run, a tiny one-layer "
                             "model")
     scaling = p.add_argument_group(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 
@@ -17,7 +18,8 @@ def register(subparsers) -> None:
                    help="copies of the train split to estimate on (default 3 ≈ 770k words)")
     p.add_argument("--order", type=int, default=5, help="n-gram order of the estimated models")
     p.add_argument("--lmplz", default=None, help="path to KenLM's lmplz to compare with")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                   help="print machine-readable JSON")
     p.set_defaults(func=run_ngram)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from keras_seq.commands._common import add_json_arg, print_json, print_table
@@ -24,7 +25,8 @@ def register(subparsers) -> None:
     p.add_argument("--train-size", type=int, default=60000, help="reversal training pairs")
     p.add_argument("--test-size", type=int, default=2000, help="test pairs scored per model")
     p.add_argument("--seed", type=int, default=1234, help="random seed of data and weights")
-    p.add_argument("--fresh", action="store_true", help="retrain even if runs exist in --out")
+    p.add_argument("--fresh", action=argparse.BooleanOptionalAction, default=False,
+                   help="retrain even if runs exist in --out")
     add_json_arg(p)
     p.set_defaults(func=run_seq2seq)
 

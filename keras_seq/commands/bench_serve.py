@@ -3,6 +3,8 @@ next_tokens): requests/s, p50/p99 latency, mean batch size, server RSS."""
 
 from __future__ import annotations
 
+import argparse
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -21,10 +23,11 @@ def register(subparsers) -> None:
     p.add_argument("--batch-timeout-ms", type=float, default=2.0,
                    help="the server waits this long to fill a batch")
     p.add_argument("--num-batch-threads", type=int, default=2, help="the server's batch threads")
-    p.add_argument("--eager-batching", action="store_true",
+    p.add_argument("--eager-batching", action=argparse.BooleanOptionalAction, default=False,
                    help="serve with --eager-batching")
     p.add_argument("--warmup", type=float, default=2.0, help="untimed seconds first")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                   help="print machine-readable JSON")
     p.set_defaults(func=run_serve)
 
 

@@ -3,6 +3,8 @@ TFLite variants (1 and 2 threads), with size and PPL change."""
 
 from __future__ import annotations
 
+import argparse
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -20,7 +22,8 @@ def register(subparsers) -> None:
                    choices=("keras-eager", "tf-function", "saved-model"),
                    help="runtimes left out (default: none)")
     p.add_argument("--plot", default=None, help="write a PNG bar chart here")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                   help="print machine-readable JSON")
     p.set_defaults(func=run_streaming)
 
 

@@ -4,6 +4,8 @@ without its condition)."""
 
 from __future__ import annotations
 
+import argparse
+
 from keras_seq.commands._common import (
     FLAG_RANGES,
     add_json_arg,
@@ -33,7 +35,8 @@ def register(subparsers) -> None:
                    help="comma-separated seeds, one run each")
     p.add_argument("--minutes", type=float, default=3.0, help="training budget per run")
     p.add_argument("--epochs", type=int, default=20, help="epochs per run")
-    p.add_argument("--hard", action="store_true", help="the variant word counts cannot solve")
+    p.add_argument("--hard", action=argparse.BooleanOptionalAction, default=False,
+                   help="the variant word counts cannot solve")
     p.add_argument("--train-size", type=int, default=None,
                    help="training reviews (default: the task's 4000)")
     p.add_argument("--length", type=int, default=None, help="words per review (80)")

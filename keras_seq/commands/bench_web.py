@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -17,11 +19,13 @@ def register(subparsers) -> None:
                    help="thread counts, in the browser and natively")
     p.add_argument("--models", nargs="+", default=None, metavar="NAME",
                    help="only these step models (file stems, e.g. step_dynamic)")
-    p.add_argument("--no-webgpu", action="store_true", help="do not try WebGPU")
+    p.add_argument("--webgpu", action=argparse.BooleanOptionalAction, default=True,
+                   help="also try WebGPU")
     p.add_argument("--plot", default=None, help="write a PNG bar chart here")
     p.add_argument("--screenshot", default=None, metavar="PNG",
                    help="also save the page (default model) after typing a prefix")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                   help="print machine-readable JSON")
     p.set_defaults(func=run_web)
 
 
@@ -34,7 +38,7 @@ def run_web(args) -> int:
 
     report = run_web_benchmark(args.tflite_dir, steps=args.steps, warmup=args.warmup,
                                rounds=args.rounds, threads=tuple(args.threads),
-                               webgpu=not args.no_webgpu, names=args.models,
+                               webgpu=args.webgpu, names=args.models,
                                screenshot=args.screenshot,
                                printer=lambda m: print(m, file=sys.stderr, flush=True))
     if args.plot:

@@ -7,6 +7,7 @@ its ids.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from keras_seq.commands._common import (
@@ -44,7 +45,7 @@ def register(subparsers) -> None:
                           choices=SPLITS, help="which split to write")
     tokenize.add_argument("--out", default=None, metavar="FILE",
                           help="output file (default stdout)")
-    tokenize.add_argument("--keep-oov", action="store_true",
+    tokenize.add_argument("--keep-oov", action=argparse.BooleanOptionalAction, default=False,
                           help="write out-of-vocabulary tokens as they are instead of <unk>")
     tokenize.set_defaults(func=run_tokenize)
 
@@ -58,7 +59,8 @@ def register(subparsers) -> None:
     add_tokenizer_args(prepare)
     prepare.add_argument("--out", required=True, metavar="DIR",
                          help="the directory to write (new, empty, or an earlier prepare)")
-    prepare.add_argument("--quiet", action="store_true", help="no progress bars")
+    prepare.add_argument("--quiet", action=argparse.BooleanOptionalAction, default=False,
+                         help="no progress bars")
     add_json_arg(prepare)
     prepare.set_defaults(func=run_prepare)
 

@@ -4,6 +4,8 @@ LiteRT.js, served on 127.0.0.1. This command path never imports TensorFlow."""
 
 from __future__ import annotations
 
+import argparse
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -11,7 +13,7 @@ def register(subparsers) -> None:
         "with per-token latency (LiteRT only, no TensorFlow)")
     p.add_argument("--model", default=None, help="an exported step_*.tflite (its .json and "
                    "tokenizer.json next to it); with --web, the site is made from it")
-    p.add_argument("--web", action="store_true",
+    p.add_argument("--web", action=argparse.BooleanOptionalAction, default=False,
                    help="serve the browser demo (a `keras-seq export web` site) and print its "
                    "URL instead of running in the terminal")
     p.add_argument("--site", default=None, help="with --web: the site folder to serve")
@@ -27,8 +29,8 @@ def register(subparsers) -> None:
     p.add_argument("--temperature", type=float, default=1.0,
                    help="divide the logits by this before sampling")
     p.add_argument("--seed", type=int, default=0, help="random seed of the sampler")
-    p.add_argument("--lines", action="store_true",
-                   help="read whole lines even in a terminal (default there: one key at a time)")
+    p.add_argument("--lines", action=argparse.BooleanOptionalAction, default=False,
+                   help="read whole lines even in a terminal (else there: one key at a time)")
     p.set_defaults(func=run_demo)
 
 

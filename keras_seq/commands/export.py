@@ -4,6 +4,7 @@ browser site (``web``: LiteRT.js, no TensorFlow needed)."""
 
 from __future__ import annotations
 
+import argparse
 import functools
 
 from keras_seq.commands._common import add_json_arg, check_run_arg, print_json
@@ -56,7 +57,8 @@ def register(subparsers) -> None:
     p.add_argument("--seq-length", type=int, default=32, help="window of the sequence models")
     p.add_argument("--calib-tokens", type=int, default=200,
                    help="training tokens that calibrate int8/int16x8")
-    p.add_argument("--no-parity", action="store_true", help="skip the Keras comparison")
+    p.add_argument("--parity", action=argparse.BooleanOptionalAction, default=True,
+                   help="compare every variant with Keras (--no-parity skips it)")
     add_json_arg(p)
     p.set_defaults(func=_needs_tensorflow(run_tflite, "lm"))
 
@@ -78,8 +80,8 @@ def register(subparsers) -> None:
                    "unidirectional pooling=last classifier")
     p.add_argument("--variants", nargs="+", default=["float32", "dynamic"],
                    choices=_STEP_VARIANTS, help="TFLite variants (with --tflite)")
-    p.add_argument("--no-parity", action="store_true",
-                   help="skip the TFLite-vs-Keras comparison")
+    p.add_argument("--parity", action=argparse.BooleanOptionalAction, default=True,
+                   help="compare TFLite with Keras (--no-parity skips it)")
     add_json_arg(p)
     p.set_defaults(func=_needs_tensorflow(run_classifier, "classify"))
 
@@ -150,7 +152,7 @@ def run_classifier(args) -> int:
     if args.tflite is not None:
         tflite_dir = Path(args.tflite) if args.tflite else Path(out) / "tflite"
         result["tflite"] = export_classifier_tflite(
-            args.run_dir, tflite_dir, variants=args.variants, check_parity=not args.no_parity,
+            args.run_dir, tflite_dir, variants=args.variants, check_parity=args.parity,
             printer=printer, model=model, tokenizer=tokenizer, labels=labels, config=config)
         result["tflite_dir"] = str(tflite_dir)
         printer(f"wrote the streaming step model(s) to {tflite_dir} (manifest.json lists "
@@ -194,7 +196,7 @@ def run_tflite(args) -> int:
     printer = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
     manifest = export_tflite(args.run_dir, args.out, variants=args.variants,
                              graphs=args.graphs, seq_length=args.seq_length,
-                             calib_tokens=args.calib_tokens, check_parity=not args.no_parity,
+                             calib_tokens=args.calib_tokens, check_parity=args.parity,
                              printer=printer)
     if args.json:
         print_json(manifest)

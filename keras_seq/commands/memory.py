@@ -3,6 +3,7 @@ gradient diagnostics on their own (``keras-seq report`` runs them too)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -33,8 +34,10 @@ def add_memory_args(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed of data and weights")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write memory.json and memory.png here")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                   help="print machine-readable JSON")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                   help="show a progress bar")
 
 
 def register(subparsers) -> None:
@@ -64,7 +67,7 @@ def register(subparsers) -> None:
     g.add_argument("--embed-dim", type=int, default=64, help="embedding size")
     g.add_argument("--train-steps", type=int, default=300,
                    help="also measure after this many training steps (0: initialisation only)")
-    g.add_argument("--clipping", action="store_true",
+    g.add_argument("--clipping", action=argparse.BooleanOptionalAction, default=False,
                    help="run the exploding-gradient experiment instead")
     g.add_argument("--scale", type=float, default=1.5,
                    help="clipping: recurrent init = scale × orthogonal")
@@ -73,8 +76,10 @@ def register(subparsers) -> None:
     g.add_argument("--steps", type=int, default=300, help="clipping: training steps")
     g.add_argument("--seed", type=int, default=0, help="random seed of data and weights")
     g.add_argument("--out", default=None, metavar="DIR", help="write JSON and PNG here")
-    g.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    g.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    g.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                   help="print machine-readable JSON")
+    g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                   help="show a progress bar")
     g.set_defaults(func=run_gradients)
 
 

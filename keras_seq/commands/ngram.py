@@ -5,6 +5,7 @@ Never imports TensorFlow (start-up time counts): everything here is numpy.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -45,8 +46,9 @@ def register(subparsers) -> None:
     p.add_argument("--smoothing", choices=("kn", "addk", "mle"), default="kn",
                    help="kn: modified Kneser-Ney; addk: add-k; mle: none")
     p.add_argument("--k", type=float, default=1.0, help="pseudo-count for addk")
-    p.add_argument("--no-discount-fallback", action="store_true",
-                   help="fail like lmplz when Kneser-Ney discounts cannot be estimated")
+    p.add_argument("--discount-fallback", action=argparse.BooleanOptionalAction, default=True,
+                   help="where Kneser-Ney discounts cannot be estimated, use fixed ones, as "
+                   "lmplz --discount_fallback does (--no-discount-fallback fails, like lmplz)")
     p.add_argument("--out", required=True, help="ARPA file to write")
     p.add_argument("--memory", default="1G", metavar="SIZE",
                    help="RAM for Kneser-Ney estimation (K/M/G suffix, like lmplz -S): counts "
@@ -65,7 +67,8 @@ def register(subparsers) -> None:
     p.add_argument("--model", required=True, help="the ARPA model file")
     data_args(p)
     p.add_argument("--split", default="val", choices=SPLITS, help="split scored")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                   help="print machine-readable JSON")
     add_keyboard_args(p)
     p.set_defaults(func=run_eval)
 
@@ -75,7 +78,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-order", type=int, default=5, help="largest n-gram order measured")
     p.add_argument("--k", type=float, default=1.0, help="pseudo-count of add-k")
     p.add_argument("--split", default="val", choices=SPLITS[1:], help="split scored")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                   help="print machine-readable JSON")
     p.add_argument("--plot", default=None, help="save a PNG here")
     p.set_defaults(func=run_sparsity)
 
@@ -90,7 +94,8 @@ def register(subparsers) -> None:
     p.add_argument("--model", required=True, help="the ARPA model file")
     p.add_argument("--context", default="", help="space-separated words; '<s>' = line start")
     p.add_argument("--top-k", type=int, default=10, help="next tokens shown")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                   help="print machine-readable JSON")
     p.set_defaults(func=run_next)
 
 
@@ -137,13 +142,13 @@ def run_train(args) -> int:
         chunks = data.id_chunks(vocab) if prepared else id_chunks_from_lines(data.train, vocab)
         result = train_kn_bounded(chunks, vocab, order, memory,
                                   args.out, temp_dir=args.temp_dir,
-                                  discount_fallback=not args.no_discount_fallback,
+                                  discount_fallback=args.discount_fallback,
                                   metadata=meta, progress=_bar, workers=args.workers)
         _report(args, order, n_predicted, len(vocab), result.counts, start)
         return 0
     counts = NgramCounts.from_stream(vocab.encode(data.train), order, len(vocab))
     if args.smoothing == "kn":
-        model = kneser_ney(counts, vocab, not args.no_discount_fallback, meta)
+        model = kneser_ney(counts, vocab, args.discount_fallback, meta)
     else:
         model = CountModel(counts, vocab, args.smoothing, args.k).to_backoff(meta)
     bar = _progress(sum(model.counts), "writing ARPA")

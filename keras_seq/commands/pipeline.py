@@ -4,6 +4,8 @@ a summary table."""
 
 from __future__ import annotations
 
+import argparse
+
 from keras_seq.commands._common import add_data_args
 
 DEMO_DATA = "tinyshakespeare"  # keras_seq.pipeline.DEMO_DATA (not imported: keep --help fast)
@@ -31,7 +33,7 @@ def register(subparsers) -> None:
     g.add_argument("--units", type=int, default=None, help="recurrent units (default: 512)")
     g.add_argument("--proj-units", type=int, default=None,
                    help="lstmp: projection size; the embedding is tied to it")
-    g.add_argument("--cifg", action="store_true", default=None,
+    g.add_argument("--cifg", action=argparse.BooleanOptionalAction, default=None,
                    help="coupled input-forget gate (Gboard's CIFG), lstm or lstmp")
     p.set_defaults(func=run_pipeline)
 

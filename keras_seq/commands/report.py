@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 
 def register(subparsers) -> None:
     # lazy: keeps `keras-seq --help` fast
@@ -17,8 +19,9 @@ def register(subparsers) -> None:
     )
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="small settings (~10 CPU minutes)")
-    size.add_argument("--tiny", action="store_true",
+    size.add_argument("--quick", action=argparse.BooleanOptionalAction, default=False,
+                      help="small settings (~10 CPU minutes)")
+    size.add_argument("--tiny", action=argparse.BooleanOptionalAction, default=False,
                       help="toy settings that finish in seconds (tests; numbers meaningless)")
     p.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=SECTIONS,
                    metavar="SECTION", help="sections to run")
@@ -28,8 +31,8 @@ def register(subparsers) -> None:
     p.add_argument("--memory-max-minutes", type=float, default=None, metavar="MIN",
                    help="wall-time cap for the memory sweep; runs not started by then are "
                    "skipped and the lengths they bound are marked as lower bounds")
-    p.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="hide the progress bars")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                   help="show progress bars")
     p.add_argument("--combine", nargs="+", default=None, metavar="DIR",
                    help="measure nothing: merge the sections of these report folders (run "
                    "in parallel, same preset and seed) into --out")

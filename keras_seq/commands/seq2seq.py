@@ -3,6 +3,7 @@ string → string SavedModel; ``keras-seq export`` belongs to the LM exporter)."
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from keras_seq.commands._common import (
@@ -32,7 +33,7 @@ def register(subparsers) -> None:
                           "attention", Seq2SeqConfig, run_train,
                           data_is_corpus=False)  # --data names a task: check_args
     p.add_argument("--unidirectional", dest="bidirectional", action="store_false",
-                   default=None, help="same as --no-bidirectional (the older name)")
+                   default=None, help=argparse.SUPPRESS)  # the older name of --no-bidirectional
 
     p = add_eval_command(subparsers, "seq2seq", "exact match, token accuracy and BLEU, overall "
                          "and per source-length bucket", run_eval)

@@ -14,6 +14,7 @@ for classifier SavedModels.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -53,10 +54,10 @@ def register(subparsers) -> None:
                    help="how long a batch waits for more calls (default 2 ms; 0: no waiting)")
     p.add_argument("--num-batch-threads", type=_positive(int), default=2,
                    help="worker threads running batches (default 2)")
-    p.add_argument("--eager-batching", action="store_true",
+    p.add_argument("--eager-batching", action=argparse.BooleanOptionalAction, default=False,
                    help="start a batch at once when no signature call is running (lower "
                    "latency for a lone client; measured to cost throughput under load). "
-                   "Default: wait --batch-timeout-ms as TF Serving does")
+                   "Off: wait --batch-timeout-ms, as TF Serving does")
     p.add_argument("--batch-signatures", default="score,next_tokens,serving_default,classify,tag",
                    help="signatures whose calls are batched, comma-separated (not generate: "
                    "its samples depend on a row's place in the batch)")

@@ -30,14 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
         "corrupt files, hostile requests; one table of trials, failures and data lost.")
     p.add_argument("--areas", default=",".join(AREAS), metavar="A,B",
                    help=f"which areas (default all: {', '.join(AREAS)})")
-    p.add_argument("--full", action="store_true",
+    p.add_argument("--full", action=argparse.BooleanOptionalAction, default=False,
                    help="the whole campaign (≥ 10 kills per trainer, thousands of cases, "
                    "a 10-minute soak); default: the quick subset tests/reliability runs")
     p.add_argument("--out", default=None, metavar="PATH",
                    help="write the Markdown report there (e.g. docs/reliability.md)")
     p.add_argument("--workdir", default=None, metavar="DIR",
                    help="keep the runs and files the areas make there (default: a temp dir)")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                   help="print machine-readable JSON")
     return p
 
 
