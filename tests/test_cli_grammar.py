@@ -87,12 +87,12 @@ def test_every_switch_has_both_forms():
     from tools.reliability.__main__ import build_parser as campaign_parser
 
     parsers = [*COMMANDS, (("python -m tools.reliability",), campaign_parser())]
-    one_way = [f"{' '.join(path)} {flag}" for path, parser in parsers
-               for flag, action in _switches(parser)
+    switches = [(f"{' '.join(path)} {flag}", action) for path, parser in parsers
+                for flag, action in _switches(parser)]
+    one_way = [name for name, action in switches
                if not isinstance(action, argparse.BooleanOptionalAction)]
     assert not one_way, "switches without a --no- form:\n" + "\n".join(one_way)
-    checked = sum(1 for _, parser in parsers for _ in _switches(parser))
-    assert checked >= 40  # --json, --quick, --parity, --progress, … on most commands
+    assert len(switches) >= 40  # --json, --quick, --parity, --progress, … on most commands
 
 
 @pytest.mark.parametrize("argv,dest,value", [

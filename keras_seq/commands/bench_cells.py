@@ -7,6 +7,8 @@ import contextlib
 import json
 import sys
 
+from keras_seq.commands._common import add_json_arg
+
 #: what each size flag of `bench cells` sets
 SIZES = {"vocab": "vocabulary size of the LM", "embed": "embedding size",
          "units": "recurrent units", "seq_len": "tokens per sequence",
@@ -70,8 +72,7 @@ def register(subparsers) -> None:
     add_backend_args(p)
     p.add_argument("--quick", action=argparse.BooleanOptionalAction, default=False,
                    help="smoke test: 2 steps, 1 repeat, tiny sizes")
-    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
-                   help="print machine-readable JSON")
+    add_json_arg(p)
     p.set_defaults(func=run_cells)
 
 

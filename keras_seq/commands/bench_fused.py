@@ -3,7 +3,7 @@ graphs, scoring the same tokens, XNNPACK on and off."""
 
 from __future__ import annotations
 
-import argparse
+from keras_seq.commands._common import add_json_arg
 
 
 def register(subparsers) -> None:
@@ -15,8 +15,7 @@ def register(subparsers) -> None:
     p.add_argument("--tokens", type=int, default=2000, help="validation tokens scored")
     p.add_argument("--rounds", type=int, default=3, help="rounds, models alternated")
     p.add_argument("--out", default=None, help="keep the exported models here")
-    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
-                   help="print machine-readable JSON")
+    add_json_arg(p)
     p.set_defaults(func=run_fused)
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
+
+from keras_seq.commands._common import add_json_arg
 
 
 def register(subparsers) -> None:
@@ -18,8 +19,7 @@ def register(subparsers) -> None:
                    help="copies of the train split to estimate on (default 3 ≈ 770k words)")
     p.add_argument("--order", type=int, default=5, help="n-gram order of the estimated models")
     p.add_argument("--lmplz", default=None, help="path to KenLM's lmplz to compare with")
-    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
-                   help="print machine-readable JSON")
+    add_json_arg(p)
     p.set_defaults(func=run_ngram)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from keras_seq.commands._common import add_json_arg
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -26,8 +28,7 @@ def register(subparsers) -> None:
     p.add_argument("--eager-batching", action=argparse.BooleanOptionalAction, default=False,
                    help="serve with --eager-batching")
     p.add_argument("--warmup", type=float, default=2.0, help="untimed seconds first")
-    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
-                   help="print machine-readable JSON")
+    add_json_arg(p)
     p.set_defaults(func=run_serve)
 
 

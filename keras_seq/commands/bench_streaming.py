@@ -3,7 +3,7 @@ TFLite variants (1 and 2 threads), with size and PPL change."""
 
 from __future__ import annotations
 
-import argparse
+from keras_seq.commands._common import add_json_arg
 
 
 def register(subparsers) -> None:
@@ -22,8 +22,7 @@ def register(subparsers) -> None:
                    choices=("keras-eager", "tf-function", "saved-model"),
                    help="runtimes left out (default: none)")
     p.add_argument("--plot", default=None, help="write a PNG bar chart here")
-    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
-                   help="print machine-readable JSON")
+    add_json_arg(p)
     p.set_defaults(func=run_streaming)
 
 

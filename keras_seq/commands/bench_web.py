@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from keras_seq.commands._common import add_json_arg
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -24,8 +26,7 @@ def register(subparsers) -> None:
     p.add_argument("--plot", default=None, help="write a PNG bar chart here")
     p.add_argument("--screenshot", default=None, metavar="PNG",
                    help="also save the page (default model) after typing a prefix")
-    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
-                   help="print machine-readable JSON")
+    add_json_arg(p)
     p.set_defaults(func=run_web)
 
 

@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from keras_seq.commands._common import add_json_arg
+
 
 def add_memory_args(p) -> None:
     # lazy: keeps `keras-seq --help` fast
@@ -34,8 +36,7 @@ def add_memory_args(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed of data and weights")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write memory.json and memory.png here")
-    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
-                   help="print machine-readable JSON")
+    add_json_arg(p)
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
                    help="show a progress bar")
 
@@ -76,8 +77,7 @@ def register(subparsers) -> None:
     g.add_argument("--steps", type=int, default=300, help="clipping: training steps")
     g.add_argument("--seed", type=int, default=0, help="random seed of data and weights")
     g.add_argument("--out", default=None, metavar="DIR", help="write JSON and PNG here")
-    g.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
-                   help="print machine-readable JSON")
+    add_json_arg(g)
     g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
                    help="show a progress bar")
     g.set_defaults(func=run_gradients)

@@ -13,6 +13,7 @@ import time
 
 from keras_seq.commands._common import (
     add_data_args,
+    add_json_arg,
     add_keyboard_args,
     check_tokenizer_options,
     keyboard_or_note,
@@ -67,8 +68,7 @@ def register(subparsers) -> None:
     p.add_argument("--model", required=True, help="the ARPA model file")
     data_args(p)
     p.add_argument("--split", default="val", choices=SPLITS, help="split scored")
-    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
-                   help="print machine-readable JSON")
+    add_json_arg(p)
     add_keyboard_args(p)
     p.set_defaults(func=run_eval)
 
@@ -78,8 +78,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-order", type=int, default=5, help="largest n-gram order measured")
     p.add_argument("--k", type=float, default=1.0, help="pseudo-count of add-k")
     p.add_argument("--split", default="val", choices=SPLITS[1:], help="split scored")
-    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
-                   help="print machine-readable JSON")
+    add_json_arg(p)
     p.add_argument("--plot", default=None, help="save a PNG here")
     p.set_defaults(func=run_sparsity)
 
@@ -94,8 +93,7 @@ def register(subparsers) -> None:
     p.add_argument("--model", required=True, help="the ARPA model file")
     p.add_argument("--context", default="", help="space-separated words; '<s>' = line start")
     p.add_argument("--top-k", type=int, default=10, help="next tokens shown")
-    p.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
-                   help="print machine-readable JSON")
+    add_json_arg(p)
     p.set_defaults(func=run_next)
 
 
