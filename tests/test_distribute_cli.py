@@ -59,11 +59,23 @@ def _same_run(a, b, columns=("loss",)):
         epochs_a, logs_a = _logs(a, column)
         epochs_b, logs_b = _logs(b, column)
         assert epochs_a == epochs_b  # no gap, no duplicate epoch
-        np.testing.assert_allclose(logs_a, logs_b, rtol=1e-5, err_msg=column)
+        np.testing.assert_allclose(logs_a, logs_b, rtol=1e-5, atol=_noise_floor(b, column),
+                                   err_msg=column)
     weights_a, weights_b = _weights(a), _weights(b)
     assert len(weights_a) == len(weights_b)
     for x, y in zip(weights_a, weights_b):
         np.testing.assert_allclose(x, y, atol=1e-5)
+
+
+def _noise_floor(run_dir, column):
+    """How far apart two float32 runs may be in ``column`` without any relative bound: none
+    for most columns; for one part's gradient norm, float32 rounding of the whole gradient
+    (1e-6 of the global norm), since a part whose true gradient is about zero (a saturated
+    attention: 5.6e-8 on one device, 0.0 summed over two replicas) has no relative
+    precision at all."""
+    if not column.startswith("grad_norm/"):
+        return 0.0
+    return 1e-6 * max(_logs(run_dir, "grad_norm")[1])
 
 
 #: seq2seq logs that equal one device's though the last training batch is padded (the
