@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from test_export_common import exported, trained_run
+from test_serving_common import saved_model
 
 from keras_seq.cli import main
 from keras_seq.export.streaming import (
@@ -39,8 +40,11 @@ def test_bench_streaming_json_and_plot(tmp_path_factory, tmp_path, capsys):
     run = trained_run(tmp_path_factory)
     out, _ = exported(tmp_path_factory)
     plot = tmp_path / "s.png"
+    # the run's exports, made once per test run (the SavedModel with the serving tests'),
+    # reused as a user reuses theirs
     assert main(["bench", "streaming", "--run-dir", str(run), "--tokens", "20", "--warmup",
-                 "3", "--export-dir", str(out), "--threads", "1", "--json",
+                 "3", "--export-dir", str(out), "--saved-model",
+                 str(saved_model(tmp_path_factory)), "--threads", "1", "--json",
                  "--plot", str(plot)]) == 0
     report = json.loads(capsys.readouterr().out)
     runtimes = [r["runtime"] for r in report["rows"]]

@@ -62,12 +62,20 @@ def classifier_saved_model(tmp_path_factory):
 
 
 def tag_run(tmp_path_factory):
+    """A tiny tagger run (trained once per test run): the exports are compared with the
+    Keras model it saved, so what it learned in its two steps does not matter."""
     def build(folder):
         from keras_seq.tasks.tag.config import TagConfig
         from keras_seq.tasks.tag.task import train_tagger
 
-        train_tagger(TagConfig(max_sentences=200, units=16, embed_dim=8, epochs=1),
-                     folder / "run", verbose=0, printer=lambda *a: None)
+        # eagerly: tracing the bidirectional train and eval steps costs more than running
+        # them on 64 sentences
+        tf.config.run_functions_eagerly(True)
+        try:
+            train_tagger(TagConfig(max_sentences=64, units=16, embed_dim=8, epochs=1),
+                         folder / "run", verbose=0, printer=lambda *a: None)
+        finally:
+            tf.config.run_functions_eagerly(False)
 
     return shared_folder(tmp_path_factory, "labelled_tag_run", build) / "run"
 
@@ -99,6 +107,18 @@ def step_export(clf, tmp_path_factory):
     manifest = export_classifier_tflite(clf.run, out, variants=("float32", "dynamic"),
                                         parity_texts=12, printer=lambda *a: None)
     return out, manifest
+
+
+@pytest.fixture(scope="module")
+def keras_streams(clf):
+    """The Keras reference for streaming each of TEXTS, computed once for every variant:
+    ``[(ids, scores on the whole text, [scores on ids[:k] for k = 1 … len - 1])]``."""
+    from keras_seq.tasks.classify.task import encode_texts, predict_proba
+
+    want = predict_proba(clf.model, clf.tokenizer, TEXTS, clf.config.max_len)
+    return [(ids, final, [np.asarray(keras.ops.softmax(
+                clf.model(ids[None, :k], training=False))[0]) for k in range(1, len(ids))])
+            for ids, final in zip(encode_texts(clf.tokenizer, TEXTS), want)]
 
 
 def _scores_by_label(labels_out, scores_out, labels) -> np.ndarray:
@@ -207,9 +227,8 @@ def test_tag_signature_matches_keras(tagger, tmp_path):
 
 
 @pytest.mark.parametrize("variant,tol", [("float32", FLOAT_TOL), ("dynamic", DYNAMIC_TOL)])
-def test_step_parity(clf, step_export, variant, tol):
+def test_step_parity(clf, step_export, keras_streams, variant, tol):
     from keras_seq.runtime.classifier import StreamingClassifier
-    from keras_seq.tasks.classify.task import encode_texts, predict_proba
 
     out, manifest = step_export
     entry = {m["variant"]: m for m in manifest["models"]}[variant]
@@ -221,15 +240,13 @@ def test_step_parity(clf, step_export, variant, tol):
     assert meta["labels"] == clf.labels.list and meta["task"] == "classify"
 
     stream = StreamingClassifier(out / entry["file"])
-    want = predict_proba(clf.model, clf.tokenizer, TEXTS, clf.config.max_len)
-    for text, ids, final in zip(TEXTS, encode_texts(clf.tokenizer, TEXTS), want):
+    for text, (ids, final, prefixes) in zip(TEXTS, keras_streams):
         scores = stream.stream_text(text)  # the scores after every token
         assert scores.shape == (len(ids), len(clf.labels))
         np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-5)
         np.testing.assert_allclose(scores[-1], final, atol=tol)  # = Keras on the whole text
-        for k in range(1, len(ids)):  # = Keras on each prefix
-            prefix = keras.ops.softmax(clf.model(ids[None, :k], training=False))[0]
-            np.testing.assert_allclose(scores[k - 1], np.asarray(prefix), atol=tol)
+        for k, prefix in enumerate(prefixes, 1):  # = Keras on each prefix
+            np.testing.assert_allclose(scores[k - 1], prefix, atol=tol)
     best = stream.classify(TEXTS[0])
     assert sorted(label for label, _ in best) == sorted(clf.labels.list)
     assert [s for _, s in best] == sorted((s for _, s in best), reverse=True)

@@ -41,6 +41,39 @@ def _ids():
     return np.random.default_rng(0).integers(0, VOCAB, T).astype("int32")
 
 
+class _StepExport:
+    """:func:`_model` of one case with its step graph saved as a SavedModel; each variant
+    converted once (the float32 step model is streamed by three tests)."""
+
+    def __init__(self, cell, layers, folder):
+        self.lm = _model(cell, layers)
+        self.graphs = LMGraphs(self.lm)
+        self.saved = folder / "sm"
+        self.info = build_saved_model(self.graphs, self.saved, ["step"])
+        self._converted = {}
+
+    def convert(self, variant, representative=None):
+        """``convert(saved, "step", variant, representative)``, once per variant (only
+        test_every_variant_stays_close_to_keras calibrates, once per case)."""
+        if variant not in self._converted:
+            self._converted[variant] = convert(self.saved, "step", variant, representative)
+        return self._converted[variant]
+
+
+@pytest.fixture(scope="module")
+def step_export(tmp_path_factory):
+    """``step_export(cell, layers)``: that case's :class:`_StepExport`, made once per
+    module (the same seeded model every time it is built)."""
+    made = {}
+
+    def get(cell, layers):
+        if (cell, layers) not in made:
+            made[cell, layers] = _StepExport(cell, layers, tmp_path_factory.mktemp("step"))
+        return made[cell, layers]
+
+    return get
+
+
 def _stream_tflite(flat, ids, state_names, units):
     it = Interpreter(model_content=flat)
     sig = list(it.get_signature_list())[0]
@@ -55,11 +88,11 @@ def _stream_tflite(flat, ids, state_names, units):
 
 
 @pytest.mark.parametrize("cell,layers", CASES)
-def test_step_graph_streams_like_keras(cell, layers, tmp_path):
-    lm = _model(cell, layers)
+def test_step_graph_streams_like_keras(cell, layers, step_export):
+    export = step_export(cell, layers)
+    lm, g = export.lm, export.graphs
     ids = _ids()
     ref = np.asarray(lm(ids[None]))[0]  # (T, V), one pass from zero state
-    g = LMGraphs(lm)
     states, outs = g.zero_states(1), []
     for t in ids:
         res = g.step(token=np.array([t], np.int32), **states)
@@ -69,8 +102,7 @@ def test_step_graph_streams_like_keras(cell, layers, tmp_path):
     seq = g.sequence(tokens=ids[None], **g.zero_states(1))
     np.testing.assert_allclose(np.asarray(seq["logits"][0]), ref, atol=1e-5)
     # and the float32 TFLite step model, streamed with explicit state
-    build_saved_model(g, tmp_path / "sm", ["step"])
-    flat, _ = convert(tmp_path / "sm", "step", "float32")
+    flat, _ = export.convert("float32")
     assert "WHILE" not in op_list(flat)
     np.testing.assert_allclose(_stream_tflite(flat, ids, g.state_names, g.units), ref,
                                atol=1e-5)
@@ -83,15 +115,14 @@ def test_state_names_and_shapes():
     assert LMGraphs(_model("gru", 2)).state_names == ["h0", "h1"]
 
 
-def test_fused_lstm_converts_to_the_builtin_op(tmp_path):
-    lm = _model("lstm", 2)
-    g = LMGraphs(lm)
+def test_fused_lstm_converts_to_the_builtin_op(tmp_path, step_export):
+    export = step_export("lstm", 2)
+    lm, g = export.lm, export.graphs
     ids = _ids()
     ref = np.asarray(lm(ids[None]))[0]
-    build_saved_model(g, tmp_path / "sm", ["step", "step_fused", "sequence_fused"],
-                      seq_length=T)
+    build_saved_model(g, tmp_path / "sm", ["step_fused", "sequence_fused"], seq_length=T)
     fused, _ = convert(tmp_path / "sm", "step_fused", "float32")
-    unfused, _ = convert(tmp_path / "sm", "step", "float32")
+    unfused, _ = export.convert("float32")  # the same model's explicit step graph
     fused_ops, unfused_ops = op_list(fused), op_list(unfused)
     assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in fused_ops
     assert "UNIDIRECTIONAL_SEQUENCE_LSTM" not in unfused_ops
@@ -132,19 +163,18 @@ REL_TOL = {
 
 
 @pytest.mark.parametrize("cell,layers", list(REL_TOL))
-def test_every_variant_stays_close_to_keras(cell, layers, tmp_path):
+def test_every_variant_stays_close_to_keras(cell, layers, step_export):
     # Stacked int16x8 models once looked broken here (errors 0.07-0.9): every layer got the
     # *same* random bias, the converter merged the equal constants into one tensor, and the
     # 16x8 quantizer (unlike int8) then scaled it for one layer only (scale = input scale ×
     # weight scale). With distinct biases (any trained model) int16x8 stacks are fine.
-    lm = _model(cell, layers)
-    g = LMGraphs(lm)
-    info = build_saved_model(g, tmp_path / "sm", ["step"])
+    export = step_export(cell, layers)
+    lm, g = export.lm, export.graphs
     ids = np.random.default_rng(2).integers(0, VOCAB, 30).astype("int32")
     ref = np.asarray(lm(ids[None, :T]))[0]
-    rep = representative_data(g, ids, "step", info["step"], 30)
+    rep = representative_data(g, ids, "step", export.info["step"], 30)
     for variant in VARIANTS:
-        flat, note = convert(tmp_path / "sm", "step", variant, rep)
+        flat, note = export.convert(variant, rep)
         assert note == "", (variant, note)
         got = _stream_tflite(flat, ids[:T], g.state_names, g.units)
         assert got.shape == ref.shape and np.isfinite(got).all()

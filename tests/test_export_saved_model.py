@@ -1,26 +1,27 @@
 """SavedModel signatures: serving-compatible, reload and compare with Keras."""
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.tools import saved_model_cli
 from test_export_common import trained_run
+from test_serving_common import saved_model
 
 from keras_seq.export.graphs import LMGraphs
-from keras_seq.export.saved_model import SIGNATURES, export_saved_model, signature_summary
+from keras_seq.export.saved_model import SIGNATURES, signature_summary
 from keras_seq.tasks.lm.evaluation import load_run
 
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    run = trained_run(tmp_path_factory)
-    out = tmp_path_factory.mktemp("saved") / "sm"
-    export_saved_model(run, out, printer=lambda *a: None)
-    _, tokenizer, model = load_run(run)
+    # the tiny run's export_saved_model, made once per test run and shared with the serving
+    # tests (read-only here)
+    out = saved_model(tmp_path_factory)
+    _, tokenizer, model = load_run(trained_run(tmp_path_factory))
     return out, tokenizer, model, tf.saved_model.load(str(out))
 
 
@@ -38,13 +39,15 @@ def test_signatures_are_serving_compatible(saved):
     assert set(SIGNATURES) | {"serving_default"} == set(summary)
     assert summary["score"]["inputs"] == {"text": ("string", [None])}  # a batch of strings
     assert summary["step"]["inputs"]["token"] == ("int32", [1])
-    cli = Path(sys.executable).parent / "saved_model_cli"
-    shown = subprocess.run([str(cli), "show", "--dir", str(out), "--all"], capture_output=True,
-                           text=True, timeout=120)
-    assert shown.returncode == 0, shown.stderr[-2000:]
+    # what `saved_model_cli show --dir OUT --all` prints: its main only parses the flags,
+    # then calls _show_all (which also reloads the model); run here, not as a subprocess
+    # that spent 5 CPU-s importing TensorFlow again
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        saved_model_cli._show_all(str(out))
     for name in SIGNATURES:
-        assert f"signature_def['{name}']" in shown.stdout
-    assert "tensorflow/serving/predict" in shown.stdout
+        assert f"signature_def['{name}']" in shown.getvalue()
+    assert "tensorflow/serving/predict" in shown.getvalue()
     meta = json.loads((out / "assets" / "keras_seq.json").read_text())
     assert meta["tokenizer_fingerprint"] == tokenizer.fingerprint
     assert json.loads((out / "assets" / "tokenizer.json").read_text())["fingerprint"] == \

@@ -1,4 +1,5 @@
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -6,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from keras_seq.cli import main
+from tests.shared_cache import shared_folder
 
 TINY = ["--data", "reverse", "--max-len", "5", "--train-size", "64", "--val-size", "8",
         "--test-size", "16", "--units", "8", "--embed-dim", "4", "--steps-per-epoch", "2",
@@ -14,9 +16,22 @@ TINY = ["--data", "reverse", "--max-len", "5", "--train-size", "64", "--val-size
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    run = tmp_path_factory.mktemp("s2s") / "run"
-    assert main(["train", "seq2seq", "--run-dir", str(run), "--epochs", "1", *TINY]) == 0
-    return run
+    """One tiny trained run, built once per test run (by one xdist worker) and read by every
+    test here: read-only (a test that trains on copies it). Trained with tf.functions run
+    eagerly (a tiny model then trains without tracing, most of its time): the tests here
+    read the run directory, which graph mode writes alike (test_scripts trains seq2seq in
+    graph mode)."""
+    import tensorflow as tf
+
+    def build(folder):
+        tf.config.run_functions_eagerly(True)
+        try:
+            assert main(["train", "seq2seq", "--run-dir", str(folder / "run"), "--epochs", "1",
+                         *TINY]) == 0
+        finally:
+            tf.config.run_functions_eagerly(False)
+
+    return shared_folder(tmp_path_factory, "seq2seq-cli-run", build) / "run"
 
 
 def test_train_writes_the_run_directory(run_dir):
@@ -30,11 +45,13 @@ def test_train_writes_the_run_directory(run_dir):
     assert metrics["test"]["n"] == 16 and "val_exact_match" in (run_dir / "metrics.csv").read_text()
 
 
-def test_resume_continues(run_dir, capsys):
-    assert main(["train", "seq2seq", "--run-dir", str(run_dir), "--resume", "--epochs", "2",
+def test_resume_continues(run_dir, tmp_path, capsys, step_mode):
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)  # the shared run stays as trained
+    assert main(["train", "seq2seq", "--run-dir", str(run), "--resume", "--epochs", "2",
                  "--quiet"]) == 0
-    assert json.loads((run_dir / "state.json").read_text())["epochs_done"] == 2
-    assert main(["train", "seq2seq", "--run-dir", str(run_dir), "--epochs", "1", *TINY]) == 2
+    assert json.loads((run / "state.json").read_text())["epochs_done"] == 2
+    assert main(["train", "seq2seq", "--run-dir", str(run), "--epochs", "1", *TINY]) == 2
     assert "--resume" in capsys.readouterr().err
 
 
@@ -42,9 +59,10 @@ def test_resume_ends_with_the_same_weights(tmp_path, step_mode):
     import keras
     import numpy as np
 
-    # 4 batches per pass and 3 steps per epoch: epoch 2 starts part-way through the first
-    # pass, which the resumed run must pick up exactly (and the dropout masks too).
-    common = [*TINY, "--steps-per-epoch", "3", "--dropout", "0.2"]
+    # 3 batches per pass and 2 steps per epoch: epoch 2 starts part-way through the first
+    # pass and runs on into the second (reshuffled), which the resumed run must pick up
+    # exactly (and the dropout masks too). Each eager step is ~0.5 s: 4 steps, not 6.
+    common = [*TINY, "--train-size", "48", "--steps-per-epoch", "2", "--dropout", "0.2"]
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     assert main(["train", "seq2seq", "--run-dir", str(straight), "--epochs", "2", *common]) == 0
     assert main(["train", "seq2seq", "--run-dir", str(resumed), "--epochs", "1", *common]) == 0
