@@ -6,11 +6,13 @@ recurrent projection, CIFG optional) and ``GRUCell`` run inside
 and replace only the loop (all inputs projected in one matmul, one recurrent
 matmul per step). ``count_params`` / ``param_table`` count weights without
 building anything. ``AdaptiveSoftmax`` is an output layer for large vocabularies
-(Grave et al. 2017).
+(Grave et al. 2017). ``from_builtins`` rebuilds a model made with Keras's recurrent
+layers on these, weights copied.
 """
 
 from keras_seq.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_seq.layers.bahdanau_attention import BahdanauAttention
+from keras_seq.layers.drop_in import from_builtins
 from keras_seq.layers.gru import GRU, GRUCell
 from keras_seq.layers.lstm import LSTM, LSTMCell
 from keras_seq.layers.lstmp import LSTMP, LSTMPCell
@@ -29,6 +31,7 @@ __all__ = [
     "SimpleRNN",
     "SimpleRNNCell",
     "count_params",
+    "from_builtins",
     "param_table",
     "weight_shapes",
 ]

@@ -25,6 +25,8 @@ its own paths.
 
 from __future__ import annotations
 
+import warnings
+
 import keras
 from keras import activations, constraints, initializers, ops, regularizers
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
@@ -46,6 +48,24 @@ def read(variable):
 
         return tf.convert_to_tensor(value)
     return value
+
+
+def check_implementation(owner: str, implementation) -> None:
+    """Keras's legacy ``implementation`` argument of ``LSTMCell``/``GRUCell``: 2 (its
+    default, one matmul for all gates) is what keras-seq always does; 1 (a matmul per gate,
+    once a memory trade-off) gives the same numbers, so it is accepted and said in one line.
+    """
+    if implementation not in (1, 2) or isinstance(implementation, bool):
+        raise ValueError(
+            f"{owner}: received implementation={implementation!r}; expected 1 or 2 (Keras's "
+            "legacy choice of gate matmuls). Leave it out: keras-seq computes every gate in "
+            "one matmul."
+        )
+    if implementation == 1:
+        warnings.warn(
+            f"{owner}: implementation=1 changes nothing here (keras-seq computes all gates "
+            "in one matmul, Keras's implementation=2, with the same results).",
+            UserWarning, stacklevel=3)
 
 
 def activation_name(fn):
@@ -360,6 +380,16 @@ class FastRNN(keras.layers.RNN):
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
+        last, seq, states = self._any_loop(sequences, initial_state, mask, training)
+        # TensorFlow's while loops lose the static number of timesteps in a graph; Keras's
+        # layers keep it, and TimeDistributed after one needs it (with an unknown time
+        # axis Keras 3.15 maps over the batch size instead).
+        steps = sequences.shape[1] if self.return_sequences else 1
+        if steps is not None and seq.shape[1] is None and hasattr(seq, "set_shape"):
+            seq.set_shape((seq.shape[0], steps, *seq.shape[2:]))  # (B, T, U)
+        return last, seq, states
+
+    def _any_loop(self, sequences, initial_state, mask, training):
         if isinstance(mask, (list, tuple)):
             mask = mask[0]
         cell = self.cell

@@ -20,7 +20,13 @@ import keras
 from keras import ops
 
 from keras_seq.layers import dispatch
-from keras_seq.layers._base import BaseCell, FastRNN, activation_name, read
+from keras_seq.layers._base import (
+    BaseCell,
+    FastRNN,
+    activation_name,
+    check_implementation,
+    read,
+)
 
 _CELL_ARGS = (
     "units",
@@ -71,6 +77,8 @@ class GRUCell(BaseCell):
         reset_after: Apply the reset gate after the recurrent matmul (Keras
             and cuDNN default, ``True``) or before it (the original paper).
         seed: Random seed for dropout.
+        implementation: Keras's legacy gate-matmul choice, 1 or 2; accepted for code
+            written for Keras, same results either way (1 is said in one line).
         weight_dropout: DropConnect on ``recurrent_kernel`` (one mask per sequence,
             Merity et al. 2017's weight drop); a regulariser for small corpora.
             Default 0.
@@ -99,9 +107,12 @@ class GRUCell(BaseCell):
         activation="tanh",
         recurrent_activation="sigmoid",
         reset_after=True,
+        implementation=2,
         **kwargs,
     ):
+        check_implementation("GRUCell", implementation)
         super().__init__(units, activation=activation, **kwargs)
+        self.implementation = implementation  # Keras's name; not in the config (as Keras)
         self.recurrent_activation = keras.activations.get(recurrent_activation)
         self.reset_after = reset_after
         self.state_size = units
@@ -199,7 +210,7 @@ class GRU(FastRNN):
         recurrent_initializer, bias_initializer, kernel_regularizer,
         recurrent_regularizer, bias_regularizer, kernel_constraint,
         recurrent_constraint, bias_constraint, dropout, recurrent_dropout,
-        reset_after, seed, weight_dropout: as in :class:`GRUCell`.
+        reset_after, seed, implementation, weight_dropout: as in :class:`GRUCell`.
         return_sequences: Return the whole output sequence. Default ``False``.
         return_state: Also return the final state. Default ``False``.
         go_backwards: Process the sequence backwards (outputs come reversed).
@@ -254,6 +265,7 @@ class GRU(FastRNN):
         unroll=False,
         reset_after=True,
         use_cudnn="auto",
+        implementation=2,
         **kwargs,
     ):
         cell = GRUCell(
@@ -275,6 +287,7 @@ class GRU(FastRNN):
             reset_after=reset_after,
             seed=seed,
             weight_dropout=weight_dropout,
+            implementation=implementation,
             dtype=kwargs.get("dtype"),
             trainable=kwargs.get("trainable", True),
             name="gru_cell",

@@ -21,7 +21,12 @@ import keras
 from keras import initializers, ops
 
 from keras_seq.layers import dispatch
-from keras_seq.layers._base import BaseCell, FastRNN, activation_name
+from keras_seq.layers._base import (
+    BaseCell,
+    FastRNN,
+    activation_name,
+    check_implementation,
+)
 
 _CELL_ARGS = (
     "units",
@@ -74,6 +79,8 @@ class LSTMCell(BaseCell):
         recurrent_dropout: Fraction of ``h_{t-1}`` to drop in the recurrent
             matmul (one mask per sequence). Default 0.
         seed: Random seed for dropout.
+        implementation: Keras's legacy gate-matmul choice, 1 or 2; accepted for code
+            written for Keras, same results either way (1 is said in one line).
         weight_dropout: DropConnect on ``recurrent_kernel`` (one mask per sequence,
             Merity et al. 2017's weight drop); a regulariser for small corpora.
             Default 0.
@@ -103,9 +110,12 @@ class LSTMCell(BaseCell):
         recurrent_activation="sigmoid",
         unit_forget_bias=True,
         coupled_input_forget=False,
+        implementation=2,
         **kwargs,
     ):
+        check_implementation("LSTMCell", implementation)
         super().__init__(units, activation=activation, **kwargs)
+        self.implementation = implementation  # Keras's name; not in the config (as Keras)
         self.recurrent_activation = keras.activations.get(recurrent_activation)
         self.unit_forget_bias = unit_forget_bias
         self.coupled_input_forget = coupled_input_forget
@@ -201,8 +211,8 @@ class LSTM(FastRNN):
         kernel_initializer, recurrent_initializer, bias_initializer,
         kernel_regularizer, recurrent_regularizer, bias_regularizer,
         kernel_constraint, recurrent_constraint, bias_constraint, dropout,
-        recurrent_dropout, seed, weight_dropout, coupled_input_forget: as in
-        :class:`LSTMCell`.
+        recurrent_dropout, seed, implementation, weight_dropout, coupled_input_forget:
+        as in :class:`LSTMCell`.
         return_sequences: Return the whole output sequence. Default ``False``.
         return_state: Also return the final ``h`` and ``c``. Default ``False``.
         go_backwards: Process the sequence backwards (outputs come reversed).
@@ -260,6 +270,7 @@ class LSTM(FastRNN):
         stateful=False,
         unroll=False,
         use_cudnn="auto",
+        implementation=2,
         **kwargs,
     ):
         cell = LSTMCell(
@@ -282,6 +293,7 @@ class LSTM(FastRNN):
             seed=seed,
             weight_dropout=weight_dropout,
             coupled_input_forget=coupled_input_forget,
+            implementation=implementation,
             dtype=kwargs.get("dtype"),
             trainable=kwargs.get("trainable", True),
             name="lstm_cell",

@@ -65,6 +65,9 @@ def compare_with_reference(ours, reference, inputs, **call_kwargs):
             "build both with the same settings (units, use_bias, reset_after)."
         )
     ours.set_weights(reference.get_weights())
+    for layer in (ours, reference):  # a stateful layer carries its build call's states:
+        if getattr(layer, "stateful", False):  # ours ran with other weights, so zero both
+            layer.reset_state()
     ref_out, ref_dx, ref_dw = run_with_gradients(reference, inputs, **call_kwargs)
     out, dx, dw = run_with_gradients(ours, inputs, **call_kwargs)
     if len(out) != len(ref_out):
