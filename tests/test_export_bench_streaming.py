@@ -259,3 +259,40 @@ def test_the_fast_suggestion_equals_sorting_the_whole_softmax(seed):
         assert [w for w, _ in got] == [w for w, _ in want]
         np.testing.assert_allclose([p for _, p in got], [p for _, p in want], rtol=1e-5)
     np.testing.assert_array_equal(lm.logits, logits)  # the logits are left as they were
+
+
+class _WordTok:
+    pad_id, unk_id = 0, 1
+
+    def __init__(self, rng, n):
+        letters = list("thea") + ["é", "ß"]
+        self.vocab = ["<pad>", "<unk>"] + ["".join(rng.choice(letters, rng.integers(1, 5)))
+                                           for _ in range(n - 2)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_prefix_suggestion_equals_sorting_the_whole_softmax(seed):
+    """The keyboard's path after a letter is typed: the words of the cached prefix index,
+    ranked on the logits, are the full softmax sort filtered by the prefix (ties to the lower
+    id, <pad>/<unk> never, a prefix nothing starts with gives nothing)."""
+    from keras_seq.runtime.litert import LiteRTLM
+
+    rng = np.random.default_rng(seed)
+    tok = _WordTok(rng, 600)
+    logits = rng.normal(0, 3, 600).astype(np.float32)
+    logits[rng.integers(0, 600, 60)] = logits.max()  # ties at the top
+    logits[[0, 1]] = logits.max() + 1  # <pad>, <unk> the largest
+    lm = LiteRTLM.__new__(LiteRTLM)
+    lm.tokenizer, lm.logits, lm._prefix_ids = tok, logits.copy(), {}
+    z = logits.astype(np.float64) - logits.max()
+    probs = np.exp(z) / np.exp(z).sum()
+    order = [int(i) for i in np.argsort(-probs, kind="stable") if int(i) > 1]
+    for prefix in ("t", "th", "the", "é", "éa", "ß", "a", "tz", "x"):
+        for k in (1, 3, 10):
+            want = [(tok.vocab[i], probs[i]) for i in order
+                    if tok.vocab[i].startswith(prefix)][:k]
+            got = lm.suggest(k, prefix)
+            assert [w for w, _ in got] == [w for w, _ in want], (prefix, k)
+            np.testing.assert_allclose([p for _, p in got], [p for _, p in want], rtol=1e-5)
+    assert lm.suggest(3, "x") == []
+    np.testing.assert_array_equal(lm.logits, logits)

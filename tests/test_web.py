@@ -147,6 +147,60 @@ def test_the_page_counts_how_often_the_typed_word_was_suggested(browser, server,
     page.close()
 
 
+def test_editing_back_into_earlier_words_suggests_what_python_does(browser, server,
+                                                                   exported_steps):
+    """Backspace into an earlier word and type on: the page restores the state it kept for
+    that word (snapshots from a pool, given back when the text is cut) and reads on; each
+    strip equals LiteRT Python's for the text as it stands."""
+    page, errors = _open(browser, f"{server.url}index.html?model=step_dynamic")
+    page.evaluate("window.kerasSeq.ready")
+    model = exported_steps / "step_dynamic.tflite"
+    text = ""
+    # back to a word boundary kept before (after "on", after "the", after "big"), into a
+    # word (a partial prefix), and to the start
+    for keys in ("a dog sat on the big ", "Backspace*8", "the red mat ", "Backspace*8",
+                 "big red ", "Backspace*4", "Backspace*6", "dog a", "Backspace*30",
+                 "the small dog "):
+        if keys.startswith("Backspace"):
+            for _ in range(int(keys.split("*")[1])):
+                page.press("#input", "Backspace")
+            text = text[:-int(keys.split("*")[1])]
+        else:
+            page.type("#input", keys)
+            text += keys
+        page.wait_for_selector(f"#suggestions[data-text={json.dumps(text)}]")
+        shown = [b.get_attribute("data-token")
+                 for b in page.query_selector_all("#suggestions .suggestion")]
+        assert shown == [t for t, _ in _python_suggestions(model, text)], text
+    assert not errors and page.is_hidden("#error")
+    page.close()
+
+
+def test_the_pages_normaliser_is_float64_log_sum_exp(browser, server):
+    """lm.js's logSumExp (a table and a polynomial for exp) against Math.exp in float64,
+    on logits from narrow to wide, with -1e30 entries that vanish."""
+    page, _ = _open(browser, f"{server.url}index.html")
+    page.evaluate("window.kerasSeq.ready")
+    worst = page.evaluate("""async () => {
+      const {logSumExp} = await import('./lm.js');
+      let worst = 0, seed = 7;
+      const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
+      for (const scale of [0.01, 1, 8, 40, 300]) {
+        for (let trial = 0; trial < 20; trial++) {
+          const v = Float32Array.from({length: 5000}, () => (random() - 0.5) * 2 * scale);
+          v[trial] = -1e30;
+          let max = -Infinity, sum = 0;
+          for (const x of v) max = Math.max(max, x);
+          for (const x of v) sum += Math.exp(x - max);
+          worst = Math.max(worst, Math.abs(logSumExp(v) - (max + Math.log(sum))));
+        }
+      }
+      return worst;
+    }""")
+    assert worst < 1e-8  # a probability off by < 1e-8 relative; float32 logits carry 6e-8
+    page.close()
+
+
 def test_page_generates_and_benchmarks(browser, server):
     page, errors = _open(browser, f"{server.url}index.html")
     page.evaluate("window.kerasSeq.ready")
@@ -158,6 +212,9 @@ def test_page_generates_and_benchmarks(browser, server):
     assert len(words) >= 8 and "<unk>" not in words and "<pad>" not in words
     micros = page.evaluate("window.kerasSeq.benchmark({steps: 30, warmup: 5})")
     assert len(micros) == 30 and all(m > 0 for m in micros)
+    keys = page.evaluate("window.kerasSeq.benchmarkKeystrokes({ids: [4, 5, 6, 7, 8, 9], "
+                         "prefixes: ['t', '', 'a', 'th', 'zz', ''], warmup: 2})")
+    assert len(keys) == 4 and all(m > 0 for m in keys)
     assert not errors
     page.close()
 
@@ -266,10 +323,16 @@ def test_bench_web_measures_browser_and_native(browser, exported_steps, tmp_path
                                webgpu=False, names=["step_dynamic"], screenshot=shot,
                                screenshot_text="the ", printer=lambda m: None)
     (row,) = report["rows"]
-    assert set(row["cells"]) == {"native ×1", "native ×2", "wasm ×1", "wasm ×2"}
-    for cell in row["cells"].values():
+    assert set(row["cells"]) == set(row["keys"]) == {"native ×1", "native ×2", "wasm ×1",
+                                                      "wasm ×2"}
+    for cell in [*row["cells"].values(), *row["keys"].values()]:
         assert 0 < cell["min_us"] <= cell["p50_us"] <= cell["max_us"]
-    assert "| step_dynamic |" in format_web_report(report)
+    assert set(row["key_ratio"]) == {"wasm ×1", "wasm ×2"}
+    ratio = row["key_ratio"]["wasm ×1"]
+    assert 0 < ratio["min"] <= ratio["p50"] <= ratio["max"]
+    assert report["typed_words"] == 12
+    text = format_web_report(report)
+    assert "| step_dynamic |" in text and "Keystroke path" in text and "÷ native ×1" in text
     assert plot_web_report(report, tmp_path / "b.png").stat().st_size > 1000
     assert shot.read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(KerasSeqError, match="no step model"):

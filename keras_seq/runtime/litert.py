@@ -83,6 +83,7 @@ class LiteRTLM:
         summary = check_tflite(data, self.path.name)
         self.meta = read_metadata(self.path, data)
         self.tokenizer = self._load_tokenizer(tokenizer)
+        self._prefix_ids: dict[str, np.ndarray] = {}  # typed prefix → ids it allows
         self.graph = self.meta["graph"]
         self.state_names = list(self.meta.get("state_names", []))
         self.vocab_size = int(self.meta["vocab_size"])
@@ -304,16 +305,29 @@ class LiteRTLM:
         skip = {self.tokenizer.pad_id, self.tokenizer.unk_id}
         if not prefix:
             return self._top_k(k, skip)
-        probs = _softmax(self.logits)
-        order = np.argsort(-probs, kind="stable")
-        vocab, out = self.tokenizer.vocab, []
-        for i in order:
-            if int(i) in skip or not vocab[i].startswith(prefix):
-                continue
-            out.append((vocab[i], float(probs[i])))
-            if len(out) == k:
-                break
-        return out
+        ids = self._ids_starting_with(prefix, skip)
+        order = ids[np.argsort(-self.logits[ids], kind="stable")[:k]]  # ties: the lower id
+        top = self.logits.max()
+        total = float(np.exp(self.logits - top).sum())
+        vocab = self.tokenizer.vocab
+        return [(vocab[i], float(np.exp(self.logits[i] - top)) / total) for i in order]
+
+    def _ids_starting_with(self, prefix: str, skip: set) -> np.ndarray:
+        """The ids whose entry starts with ``prefix`` (``skip`` left out), increasing; cached
+        per prefix, each found among the ids of the prefix one character shorter."""
+        cache = self._prefix_ids
+        if prefix not in cache:
+            vocab = self.tokenizer.vocab
+            if prefix == "":
+                ids = np.array([i for i in range(len(vocab)) if i not in skip], dtype=np.int64)
+            else:
+                shorter = self._ids_starting_with(prefix[:-1], skip)
+                ids = np.array([i for i in shorter if vocab[i].startswith(prefix)],
+                               dtype=np.int64)
+            if len(cache) >= 4096:
+                cache.clear()
+            cache[prefix] = ids
+        return cache[prefix]
 
     def _top_k(self, k: int, skip: set) -> list[tuple[str, float]]:
         """:meth:`suggest` without a prefix, in a few O(V) passes instead of a sort: the same

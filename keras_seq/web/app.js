@@ -49,6 +49,7 @@ class Keyboard {
   }
 
   async start() {
+    for (const snap of this.snapshots) this.lm.release(snap);
     this.lm.reset();
     await this.lm.step(this.lm.tokenizer.startId());
     this.fed = [];
@@ -64,7 +65,7 @@ class Keyboard {
     if (common < this.fed.length) {
       this.lm.restore(this.snapshots[common]);
       this.fed.length = common;
-      this.snapshots.length = common + 1;
+      for (const snap of this.snapshots.splice(common + 1)) this.lm.release(snap);
     }
     for (const id of ids.slice(common)) {
       const t0 = performance.now();
@@ -246,6 +247,7 @@ async function generate(keyboard, input) {
       out.textContent += keyboard.lm.tokenText(id);
     });
     keyboard.lm.restore(saved);  // the typed context stays where it was
+    keyboard.lm.release(saved);
     return result;
   });
   keyboard.queue = job.catch(() => {});
@@ -277,11 +279,7 @@ function fillChoices(site, name, accelerator, threads) {
 // Per-token latency of the step model: `steps` greedy tokens from a new stream (after
 // `warmup` untimed ones); the typed context is restored afterwards.
 async function benchmark(app, {steps = 200, warmup = 20} = {}) {
-  const {keyboard, lm} = app;
-  const job = keyboard.queue.then(async () => {
-    const saved = lm.snapshot();
-    lm.reset();
-    await lm.step(lm.tokenizer.startId());
+  return timed(app, async (lm) => {
     const micros = [];
     for (let i = 0; i < warmup + steps; i++) {
       const id = sampleGreedy(lm);
@@ -289,8 +287,39 @@ async function benchmark(app, {steps = 200, warmup = 20} = {}) {
       await lm.step(id);
       if (i >= warmup) micros.push((performance.now() - t0) * 1000);
     }
-    lm.restore(saved);
     return micros;
+  });
+}
+
+// The keystroke path's latency: for each word `ids[i]` of a typed text, the step that reads
+// it and the strip for the first letters of the next word, `prefixes[i]` (top-`k`), as the
+// page runs them when a word ends and the next one starts. The first `warmup` are untimed.
+async function benchmarkKeystrokes(app, {ids, prefixes, k = 3, warmup = 20} = {}) {
+  return timed(app, async (lm) => {
+    const micros = [];
+    for (let i = 0; i < ids.length; i++) {
+      const t0 = performance.now();
+      await lm.step(ids[i]);
+      lm.suggest(k, prefixes[i]);
+      if (i >= warmup) micros.push((performance.now() - t0) * 1000);
+    }
+    return micros;
+  });
+}
+
+// Run `body(lm)` on a new stream in the keyboard's queue; the typed context comes back after.
+async function timed(app, body) {
+  const {keyboard, lm} = app;
+  const job = keyboard.queue.then(async () => {
+    const saved = lm.snapshot();
+    lm.reset();
+    await lm.step(lm.tokenizer.startId());
+    try {
+      return await body(lm);
+    } finally {
+      lm.restore(saved);
+      lm.release(saved);
+    }
   });
   keyboard.queue = job.catch(() => {});
   return job;
@@ -313,4 +342,5 @@ window.kerasSeq = {
   tokenize: async (text) => Array.from((await ready).tokenizer.encode(text)),
   suggest: async (text, k) => (await ready).keyboard.suggestFor(text, k),
   benchmark: async (options) => benchmark(await ready, options),
+  benchmarkKeystrokes: async (options) => benchmarkKeystrokes(await ready, options),
 };
