@@ -2,7 +2,14 @@ import json
 
 import pytest
 
-from keras_seq.benchmarks.lm import format_bench, model_params, run_bench, units_for_budget
+from keras_seq.benchmarks.lm import (
+    VERSUS_KN,
+    format_bench,
+    model_params,
+    run_bench,
+    units_for_budget,
+)
+from keras_seq.keyboard import LABELS, METRICS
 from keras_seq.cli import main
 from keras_seq.models import RecurrentLM
 
@@ -60,3 +67,22 @@ def test_bench_smoke(tmp_path, capsys):
     assert rnn_row["val_ppl"] == pytest.approx(rnn["ppl"], rel=1e-6)
     assert rnn_row["ppl_vs_kn"] == pytest.approx(rnn["ppl"] / kn["ppl"], rel=1e-6)
     assert kn_row["ppl_vs_kn"] == pytest.approx(1.0)
+    # The keyboard table: each row what `keras-seq compare` rates on the same positions, and
+    # the neural row's difference from KN its compare difference, interval included.
+    assert main(["compare", "--runs", str(tmp_path / "rnn"), "--ngram", arpa, "--json"]) == 0
+    compared = json.loads(capsys.readouterr().out)
+    for row, shown in zip(out["rows"], compared["rows"]):
+        for metric in METRICS:
+            assert 100 * row["keyboard"][metric] == pytest.approx(shown[LABELS[metric]]), metric
+    (difference,) = compared["keyboard_differences"]
+    for metric in VERSUS_KN:
+        d = rnn_row["vs_kn"][metric]
+        assert difference[LABELS[metric]] == (f"{100 * d['diff']:+.2f} ({100 * d['low']:+.2f} "
+                                              f"to {100 * d['high']:+.2f})")
+    table = format_bench(out)
+    assert "keyboard, %" in table and "top-1 in-vocab − KN" in table
+    assert "keyboard" not in run_bench(tmp_path / "off", data="python-docs", cells=("rnn",),
+                                       minutes=0.01, embed_dim=8, num_layers=1, bptt=5,
+                                       batch_size=4, max_steps_per_epoch=1, kn_order=2,
+                                       suggestions=None, verbose=0,
+                                       printer=lambda *a: None)["rows"][0]

@@ -5,7 +5,10 @@ its window size beside KN's perplexity against its order.
 
 Every run is an ordinary run directory (``OUT/<cell>``), so each number can be re-checked
 with ``keras-seq eval lm --run-dir OUT/<cell>``. The table reports validation perplexity,
-its ratio to KN5's, parameters, minutes and training tokens/s.
+its ratio to KN5's, parameters, minutes and training tokens/s; with ``suggestions`` (word
+tokens) a second table gives what a keyboard user sees of each model on the same positions
+(docs/keyboard.md: top-1/top-3 next-word accuracy, completion, keystroke savings) and each
+neural model's difference from KN with its paired 95% interval.
 
 ``backend``/``device``/``mixed_precision``/``jit_compile`` say how every model trains
 (:mod:`keras_seq.benchmarks.backends`: another backend than this process's, or the CPU of a
@@ -24,6 +27,7 @@ import json
 import math
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,15 +37,20 @@ from keras_seq.benchmarks.cells import alternate, check_counts, settings_text, s
 from keras_seq.data.batching import stream_arrays
 from keras_seq.data.corpus import load_corpus
 from keras_seq.data.tokenizers import make_tokenizer
+from keras_seq.keyboard import LABELS, METRICS, paired_bootstrap
 from keras_seq.layers.params import count_params
-from keras_seq.metrics import check_comparable
+from keras_seq.metrics import PerplexityResult, check_comparable
 from keras_seq.models.nplm import nplm_param_count
 from keras_seq.ngram.data import load_tokenized
 from keras_seq.ngram.kneser_ney import DiscountWarning, train_kneser_ney
 from keras_seq.ngram.scorer import evaluate
+from keras_seq.ngram.scorer import keyboard_outcomes as ngram_keyboard_outcomes
 from keras_seq.tasks.lm.config import LMConfig
-from keras_seq.tasks.lm.evaluation import evaluate_run
+from keras_seq.tasks.lm.evaluation import evaluate_run, keyboard_outcomes
 from keras_seq.tasks.lm.task import build_model, train_lm
+
+#: the keyboard metrics whose difference from KN the table gives with its interval
+VERSUS_KN = ("top1_iv", "top3_iv", "ksr")
 
 
 def model_params(cell: str, vocab: int, embed: int, units: int, layers: int, tie: bool,
@@ -75,7 +84,18 @@ def units_for_budget(cell: str, vocab: int, embed: int, layers: int, budget: int
     return lo
 
 
-def kn_baseline(config: LMConfig, order: int, split: str = "val"):
+@dataclass
+class KNBaseline:
+    """KN of one order on the LM's tokens: its score on a split, the seconds it took to
+    estimate, the model, and the split's word lines as written (for keyboard metrics)."""
+
+    result: PerplexityResult
+    seconds: float
+    model: object
+    raw_lines: list
+
+
+def kn_baseline(config: LMConfig, order: int, split: str = "val") -> KNBaseline:
     """Interpolated modified KN of ``order`` on exactly the LM's tokens."""
     data = load_tokenized(
         config.data,
@@ -92,7 +112,7 @@ def kn_baseline(config: LMConfig, order: int, split: str = "val"):
     result = evaluate(
         model, data.lines(split), fingerprint=data.fingerprint(split), name=f"KN{order}"
     )
-    return result, seconds
+    return KNBaseline(result, seconds, model, data.raw_lines(split))
 
 
 def run_bench(
@@ -115,6 +135,7 @@ def run_bench(
     lr: float = 2e-3,
     tie_weights: bool = False,
     kn_order: int = 5,
+    suggestions: int | None = 3,
     max_steps_per_epoch=None,
     seed: int = 1234,
     verbose: int = 2,
@@ -135,7 +156,8 @@ def run_bench(
     ``nplm`` row reads ``nplm_context`` tokens and gets as many hidden units as the budget
     allows (no direct connections, no weight tying). ``nplm_orders`` (e.g. ``range(2, 9)``)
     also trains one NPLM per order n (window n − 1) for ``minutes`` each and scores KN of
-    the same orders: ``out["by_order"]``.
+    the same orders: ``out["by_order"]``. ``suggestions`` (word tokens; None: off) is the
+    keyboard strip's size for each row's ``keyboard`` metrics and ``vs_kn`` intervals.
     ``lm_options`` are further :class:`LMConfig` fields shared by every run (e.g.
     ``weight_dropout=0.3``, ``lr_decay=0.85``).
 
@@ -225,7 +247,8 @@ def run_bench(
                 "val_nats": result.nats,
             }
         )
-    kn, kn_seconds = kn_baseline(base, kn_order)
+    baseline = kn_baseline(base, kn_order)
+    kn, kn_seconds = baseline.result, baseline.seconds
     results.append(kn)
     check_comparable(*results)  # identical tokens, split and corpus, or an error
     rows.append(
@@ -242,6 +265,9 @@ def run_bench(
     )
     for row in rows:
         row["ppl_vs_kn"] = row["val_ppl"] / kn.ppl
+    if suggestions and tokenizer == "word":
+        printer(f"\n== keyboard metrics ({suggestions} suggestions) on the val split")
+        _add_keyboard(rows, out_dir, baseline, suggestions)
     by_order = []
     for order in nplm_orders:
         units = units_for_budget("nplm", vocab, embed_dim, 1, budget, False, order - 1)
@@ -249,7 +275,7 @@ def run_bench(
                                      "context": order - 1, "tie_weights": False,
                                      "batch_size": 128})
         _, nplm = train(f"nplm-n{order}", config, f"NPLM n={order}, {units} hidden units")
-        kn_n, _ = kn_baseline(base, order)
+        kn_n = kn_baseline(base, order).result
         check_comparable(nplm, kn_n)
         by_order.append({"order": order, "nplm_units": units, "nplm_val_ppl": nplm.ppl,
                          "kn_val_ppl": kn_n.ppl})
@@ -266,6 +292,37 @@ def run_bench(
     }
     (out_dir / "bench_lm.json").write_text(json.dumps(out, indent=2, default=str))
     return out
+
+
+def _add_keyboard(rows: list[dict], out_dir: Path, baseline: KNBaseline, k: int) -> None:
+    """Each row's ``keyboard`` metrics (KN's last) and each neural row's ``vs_kn``: its
+    difference from KN on the same positions, with the paired 95% interval."""
+    kn = ngram_keyboard_outcomes(baseline.model, baseline.raw_lines, k)
+    rows[-1]["keyboard"] = kn.metrics()
+    for row in rows[:-1]:
+        outcomes = keyboard_outcomes(out_dir / row["model"], "val", k)
+        row["keyboard"] = outcomes.metrics()
+        row["vs_kn"] = paired_bootstrap(outcomes, kn, names=VERSUS_KN)
+
+
+def format_keyboard(out: dict) -> list[str]:
+    """The keyboard table of :func:`run_bench`'s rows (empty when they have none)."""
+    rows = [r for r in out["rows"] if "keyboard" in r]
+    if not rows:
+        return []
+    first = rows[0]["keyboard"]
+    lines = [f"\nkeyboard, % ({first['k']} suggestions; {first['positions']:,} val positions,"
+             f" {first['in_vocab_words']:,} in-vocab words); − KN: points, paired 95% "
+             "interval",
+             f"{'model':<6} " + " ".join(f"{LABELS[m]:>16}" for m in METRICS) + "  "
+             + "  ".join(f"{LABELS[m] + ' − KN':>28}" for m in VERSUS_KN)]
+    for r in rows:
+        versus = [r["vs_kn"][m] for m in VERSUS_KN] if "vs_kn" in r else []
+        lines.append(f"{r['model']:<6} "
+                     + " ".join(f"{100 * r['keyboard'][m]:>16.2f}" for m in METRICS) + "  "
+                     + "  ".join(f"{100 * d['diff']:>+9.2f} ({100 * d['low']:+.2f} to "
+                                 f"{100 * d['high']:+.2f})".rjust(28) for d in versus))
+    return lines
 
 
 def _worst_epoch_val_ppl(run_dir: Path) -> float | None:
@@ -309,6 +366,7 @@ def format_bench(out: dict) -> str:
                      f"{out['vocab_size']:,}: " + ("yes" if not above else
                                                    "NO: " + ", ".join(above)) +
                      f" (worst epochs: {', '.join(f'{m} {w:,.1f}' for m, w in worst)})")
+    lines += format_keyboard(out)
     if out.get("by_order"):
         lines.append("\nPPL vs context: NPLM window n−1 vs KN order n (val)")
         lines.append(f"{'n':>3} {'NPLM units':>10} {'NPLM PPL':>9} {'KN PPL':>9}")

@@ -6,8 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from keras_seq.commands._common import add_config_args, add_json_arg, comma_list, print_json
+from keras_seq.commands._common import (
+    add_config_args,
+    add_json_arg,
+    add_keyboard_args,
+    comma_list,
+    print_json,
+)
 from keras_seq.commands.bench_cells import add_backend_args
+from keras_seq.errors import KerasSeqError
 from keras_seq.tasks.lm.config import LMConfig
 
 # LMConfig fields the shared flags set; unset ones keep LMConfig's defaults.
@@ -50,7 +57,9 @@ def register(subparsers) -> None:
                         "model keeps meeting the zero state validation starts from "
                         "(default 0.02; 0 turns it off)")
     p.add_argument("--kn-order", type=int, default=5, help="order of the Kneser-Ney baseline")
+    add_keyboard_args(p)
     p.add_argument("--max-steps-per-epoch", type=int, default=None, help="for smoke tests")
+    p.add_argument("--seed", type=int, default=1234, help="seed of every model's run")
     add_backend_args(p)
     speed = p.add_argument_group(
         "speed", "--speed: keras-seq's layers vs Keras's built-ins on this workload (same "
@@ -85,6 +94,9 @@ def run_lm(args) -> int:
         return run_lm_scaling(args)
     if args.speed or args.quick:
         return run_lm_speed(args)
+    if args.keyboard and args.tokenizer != "word":
+        raise KerasSeqError(f"--keyboard rates next words; --tokenizer {args.tokenizer} has "
+                            "none: use --tokenizer word or --no-keyboard")
     out = run_bench(
         args.out, data=args.data, split_ratio=args.split_ratio, tokenizer=args.tokenizer,
         min_count=args.min_count,
@@ -93,7 +105,8 @@ def run_lm(args) -> int:
         num_layers=args.num_layers, dropout=args.dropout, bptt=args.bptt,
         batch_size=args.batch_size, lr=args.lr, tie_weights=args.tie_weights,
         **{name: getattr(args, name) for name in LM_OPTIONS if getattr(args, name) is not None},
-        kn_order=args.kn_order, max_steps_per_epoch=args.max_steps_per_epoch,
+        kn_order=args.kn_order, max_steps_per_epoch=args.max_steps_per_epoch, seed=args.seed,
+        suggestions=None if args.keyboard is False else args.suggestions,
         nplm_context=args.nplm_context,
         nplm_orders=tuple(int(n) for n in args.nplm_orders.split(",") if n.strip()),
         verbose=0 if args.json else 2,
