@@ -7,6 +7,7 @@ all pytest-xdist workers (:func:`tests.shared_cache.once`). The slow tier runs t
 scripts as standalone subprocesses (:func:`test_scripts_run_standalone`).
 """
 
+import ast
 import contextlib
 import io
 import json
@@ -68,6 +69,46 @@ def cli_json(capsys, *argv) -> dict:
     capsys.readouterr()
     assert cli_main([*argv, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_scripts_show_the_keras_calls_and_import_only_public_names(script):
+    """What the scripts teach stays on the page: no private module or name of the library,
+    training scripts call compile and fit themselves, the TFLite script the converter."""
+    tree = ast.parse((ROOT / script).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("keras_seq"):
+            private = [p for p in node.module.split(".") if p.startswith("_")]
+            private += [a.name for a in node.names
+                        if a.name.startswith("_") and not a.name.endswith("__")]
+            assert not private, f"{script} imports {node.module}: {private}"
+    calls = {n.func.attr for n in ast.walk(tree)
+             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    if script.startswith("train/"):
+        assert {"compile", "fit", "from_script"} <= calls, script
+    if script == "export/tflite.py":
+        assert {"from_saved_model", "convert"} <= calls
+
+
+def test_from_script_refuses_a_field_the_config_lacks(tmp_path):
+    from dataclasses import dataclass
+
+    from keras_seq.errors import KerasSeqError
+    from keras_seq.tasks.lm.config import LMConfig
+    from keras_seq.training.trainer import start_run
+
+    @dataclass
+    class Script:
+        run_dir: str = "runs/x"
+        unitz: int = 8
+
+    with pytest.raises(KerasSeqError, match="unitz that LMConfig lacks"):
+        LMConfig.from_script(Script())
+    with pytest.raises(KerasSeqError, match="epochs must be"):
+        LMConfig.from_script(Script(), ignore=("run_dir", "unitz"), epochs=0)
+    run = start_run(tmp_path / "run", LMConfig(), {})
+    with pytest.raises(KerasSeqError, match="already holds a run"):
+        start_run(run, LMConfig(), {})
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

@@ -56,27 +56,20 @@ import keras
 from keras_seq.data.batching import pad_sequences
 from keras_seq.data.tokenizers import make_tokenizer
 from keras_seq.models import SequenceClassifier
-from keras_seq.tasks._common import LABELS_FILE, Labels
+from keras_seq.tasks import LABELS_FILE, Labels
 from keras_seq.tasks.classify.config import ClassifyConfig
-from keras_seq.tasks.classify.data import make_classification_task
-from keras_seq.tasks.classify.task import evaluate_run
+from keras_seq.tasks.classify.task import evaluate_run, task_data
 from keras_seq.training import callbacks as cb
+from keras_seq.training.trainer import start_run
 
 keras.utils.set_random_seed(config.seed)
 
 # -- the run's config first: it also says how to generate the data ---------------------------
-run_config = ClassifyConfig(data=config.data, train_size=config.train_size,
-                            val_size=config.val_size, test_size=config.test_size,
-                            cell="lstm", units=config.units,
-                            embed_dim=config.embed_dim, pooling=config.pooling,
-                            dropout=config.dropout, batch_size=config.batch_size,
-                            epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm,
-                            seed=config.seed, backend=keras.backend.backend()).validate()
+# Every field above is a ClassifyConfig field of the same name; the script fixes the cell.
+run_config = ClassifyConfig.from_script(config, cell="lstm", backend=keras.backend.backend())
 
 # -- data: (text, label) pairs → word ids → padded arrays ------------------------------------
-data = make_classification_task(config.data, seed=config.seed, train_size=config.train_size,
-                                val_size=config.val_size, test_size=config.test_size,
-                                split_ratio=run_config.split_ratio, **run_config.task_options())
+data = task_data(run_config)  # the reviews re-created from the seed, as eval will
 train_pairs, val_pairs = data.splits["train"], data.splits["val"]
 tokenizer = make_tokenizer("word").fit("\n".join(text for text, _ in train_pairs) + "\n")
 labels = Labels(data.labels)  # ["neg", "pos"]: the class ids are their positions
@@ -95,10 +88,7 @@ print(f"{config.data}: {len(x_train):,} training texts of {x_train.shape[1]} wor
       f"{labels.list}, vocabulary {tokenizer.vocab_size}")
 
 # -- the run directory: what `keras-seq eval classify` reads back -----------------------------
-run_dir.mkdir(parents=True, exist_ok=True)
-tokenizer.save(run_dir / "tokenizer.json")
-labels.save(run_dir / LABELS_FILE)
-run_config.save(run_dir / "config.json")  # adds "kind": "classify" and the keras-seq version
+start_run(run_dir, run_config, {"tokenizer.json": tokenizer, LABELS_FILE: labels})
 
 # -- the model: embedding → LSTM → pooled state → logits -------------------------------------
 model = SequenceClassifier(tokenizer.vocab_size, len(labels), embed_dim=config.embed_dim,

@@ -64,6 +64,7 @@ from keras_seq.models.perplexity import Perplexity
 from keras_seq.tasks.lm.config import LMConfig
 from keras_seq.tasks.lm.evaluation import evaluate_run
 from keras_seq.training import callbacks as cb
+from keras_seq.training.trainer import start_run
 
 keras.utils.set_random_seed(config.seed)
 
@@ -85,17 +86,10 @@ print(f"{corpus.name}: {len(train_ids):,} training tokens, {len(val_ids):,} vali
       f"vocabulary {tokenizer.vocab_size} ({tokenizer.kind}); {len(x_train) // B} steps/epoch")
 
 # -- the run directory: the config and tokenizer `keras-seq eval lm` reads back --------------
-lm_config = LMConfig(data=config.data, data_dir=config.data_dir, split_ratio=config.split_ratio,
-                     tokenizer=config.tokenizer, min_count=config.min_count, cell="lstm",
-                     embed_dim=config.embed_dim, units=config.units,
-                     num_layers=config.num_layers, dropout=config.dropout, bptt=T,
-                     batch_size=B, epochs=config.epochs, optimizer="adam", lr=config.lr,
-                     clip_norm=config.clip_norm, state_reset_prob=config.state_reset_prob,
-                     max_steps_per_epoch=config.max_steps_per_epoch, seed=config.seed,
-                     backend=keras.backend.backend()).validate()
-run_dir.mkdir(parents=True, exist_ok=True)
-tokenizer.save(run_dir / "tokenizer.json")
-lm_config.save(run_dir / "config.json")  # adds "kind": "lm" and the keras-seq version
+# Every field above is an LMConfig field of the same name; the script fixes the rest.
+lm_config = LMConfig.from_script(config, cell="lstm", optimizer="adam",
+                                 backend=keras.backend.backend())
+start_run(run_dir, lm_config, {"tokenizer.json": tokenizer})  # + config.json, kind "lm"
 
 # -- the model: embedding → LSTM → logits, stateful at batch B --------------------------------
 model = RecurrentLM(tokenizer.vocab_size, embed_dim=config.embed_dim, units=config.units,

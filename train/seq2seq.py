@@ -58,18 +58,15 @@ from keras_seq.tasks.seq2seq.config import Seq2SeqConfig
 from keras_seq.tasks.seq2seq.data import task_data
 from keras_seq.tasks.seq2seq.evaluation import evaluate_run
 from keras_seq.training import callbacks as cb
+from keras_seq.training.trainer import start_run
 
 keras.utils.set_random_seed(config.seed)
 
 # -- the run's config first: it also says how to generate the data ---------------------------
-run_config = Seq2SeqConfig(data=config.data, train_size=config.train_size,
-                           val_size=config.val_size, test_size=config.test_size,
-                           max_len=config.max_len, tokenizer="char", cell="gru",
-                           units=config.units, embed_dim=config.embed_dim, bidirectional=True,
-                           attention="bahdanau", attention_units=config.attention_units,
-                           batch_size=config.batch_size, epochs=config.epochs, lr=config.lr,
-                           clip_norm=config.clip_norm, seed=config.seed,
-                           backend=keras.backend.backend())
+# Every field above is a Seq2SeqConfig field of the same name; the script fixes the rest.
+run_config = Seq2SeqConfig.from_script(config, tokenizer="char", cell="gru",
+                                       bidirectional=True, attention="bahdanau",
+                                       backend=keras.backend.backend())
 
 # -- data: pairs → ids → teacher-forcing arrays -----------------------------------------------
 data = task_data(run_config)  # the pairs re-created from the seed, as eval will
@@ -98,10 +95,8 @@ run_config.max_target_len = longest + max(2, longest // 4)  # decoding may run a
 run_config.validate()
 
 # -- the run directory: the config and tokenizers `keras-seq eval seq2seq` reads back ---------
-run_dir.mkdir(parents=True, exist_ok=True)
-src_tok.save(run_dir / "source_tokenizer.json")
-tgt_tok.save(run_dir / "target_tokenizer.json")
-run_config.save(run_dir / "config.json")  # adds "kind": "seq2seq" and the keras-seq version
+start_run(run_dir, run_config, {"source_tokenizer.json": src_tok,
+                                "target_tokenizer.json": tgt_tok})  # + config.json
 
 # -- the model: BiGRU encoder → BahdanauAttention → GRU decoder → logits ----------------------
 model = Seq2Seq(src_tok.vocab_size, tgt_tok.vocab_size, embed_dim=config.embed_dim,

@@ -458,25 +458,30 @@ def _graph_variants(graph: str, variants) -> list:
     return graph_variants
 
 
-def _model_meta(base_meta: dict, lm_graphs: LMGraphs, graph: str, variant: str,
-                ginfo: dict, ops: list, note: str, size_bytes: int) -> dict:
-    """The metadata ``.json`` written beside one exported model."""
-    return {**base_meta, "graph": graph, "variant": variant,
-            "signature": graph, "batch": ginfo["batch"],
+def model_metadata(lm_graphs: LMGraphs, graph: str, variant: str, ginfo: dict, flat: bytes,
+                   tokenizer, run_dir, note: str = "") -> dict:
+    """The metadata ``.json`` written beside one exported model (``write_metadata``): what
+    :class:`~keras_seq.runtime.litert.LiteRTLM` and the web page read to run it (signature,
+    state names and shapes, tokenizer fingerprint, the model's shape and ops).
+    ``ginfo``: the graph's entry of :func:`build_saved_model`; ``flat``: the model bytes."""
+    return {"tokenizer_fingerprint": tokenizer.fingerprint, "tokenizer_file": "tokenizer.json",
+            "run_dir": str(run_dir), **lm_graphs.describe(), "graph": graph,
+            "variant": variant, "signature": graph, "batch": ginfo["batch"],
             "length": ginfo["length"], "state_names": ginfo["state_names"],
             "state_shapes": {n: lm_graphs.state_shapes(ginfo["batch"])[n]
                              for n in ginfo["state_names"]},
             "inputs": ginfo["inputs"], "outputs": ginfo["outputs"],
-            "ops": ops, "note": note, "size_bytes": size_bytes}
+            "ops": op_list(flat), "note": note, "size_bytes": len(flat)}
 
 
 def _export_variant(saved: Path, out_dir: Path, lm_graphs: LMGraphs, graph: str,
-                    ginfo: dict, variant: str, calib: tuple, base_meta: dict,
+                    ginfo: dict, variant: str, calib: tuple, origin: tuple,
                     parity_args: tuple | None, printer) -> dict:
     """Convert ``graph`` to ``variant``, write it with its metadata, check its parity
     (``parity_args``: :func:`parity`'s arguments after the path; None: no check) and print
     a line; returns its manifest entry (with ``error`` when the conversion failed).
-    ``calib``: ``(calib_ids, calib_tokens)`` for the integer variants."""
+    ``calib``: ``(calib_ids, calib_tokens)`` for the integer variants; ``origin``:
+    ``(tokenizer, run_dir)`` for the metadata."""
     t0 = time.perf_counter()
     rep = None
     if variant in ("int8", "int16x8"):
@@ -492,8 +497,8 @@ def _export_variant(saved: Path, out_dir: Path, lm_graphs: LMGraphs, graph: str,
         printer(f"  {name:<24} FAILED: {msg}")
         return {"name": name, "graph": graph, "variant": variant, "error": msg}
     path.write_bytes(flat)
-    ops = op_list(flat)
-    meta = _model_meta(base_meta, lm_graphs, graph, variant, ginfo, ops, note, len(flat))
+    meta = model_metadata(lm_graphs, graph, variant, ginfo, flat, *origin, note=note)
+    ops = meta["ops"]
     write_metadata(path, meta)
     entry = {"name": name, "graph": graph, "variant": variant,
              "file": path.name, "size_bytes": len(flat), "ops": ops,
@@ -547,9 +552,6 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
         ref_logits, ref_ppl = _keras_reference(model, logit_ids, val_ids, printer)
         parity_args = (tokenizer, ref_logits, logit_ids, val_ids, ref_ppl)
 
-    base_meta = {"tokenizer_fingerprint": tokenizer.fingerprint,
-                 "tokenizer_file": "tokenizer.json", "run_dir": str(run_dir),
-                 **lm_graphs.describe()}
     manifest = {"run_dir": str(run_dir), "tokenizer_fingerprint": tokenizer.fingerprint,
                 "model": lm_graphs.describe(), "keras_val_ppl": ref_ppl, "models": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -559,7 +561,7 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
             for variant in _graph_variants(graph, variants):
                 manifest["models"].append(_export_variant(
                     saved, out_dir, lm_graphs, graph, ginfo, variant,
-                    (calib_ids, calib_tokens), base_meta, parity_args, printer))
+                    (calib_ids, calib_tokens), (tokenizer, run_dir), parity_args, printer))
     manifest["export_seconds"] = time.perf_counter() - started
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
     return manifest

@@ -188,6 +188,30 @@ class TrainConfig:
         return cls(**data)
 
     @classmethod
+    def from_script(cls, script_config, ignore=("run_dir",), **fixed):
+        """This config from a script's own dataclass (``train/*.py``): each of its fields
+        by name, then ``fixed`` (what the script decides, e.g. ``cell="lstm"``), checked.
+        A script field this config lacks is an error unless ``ignore`` names it.
+
+        >>> from dataclasses import dataclass
+        >>> from keras_seq.tasks.lm.config import LMConfig
+        >>> @dataclass
+        ... class Script:
+        ...     run_dir: str = "runs/x"
+        ...     units: int = 32
+        >>> LMConfig.from_script(Script(), cell="gru").units
+        32
+        """
+        values = {k: v for k, v in dataclasses.asdict(script_config).items() if k not in ignore}
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise KerasSeqError(f"{type(script_config).__name__} has field(s) "
+                                f"{', '.join(unknown)} that {cls.__name__} lacks; "
+                                f"rename them to its fields or pass ignore=(…)")
+        return cls(**{**values, **fixed}).validate()
+
+    @classmethod
     def load(cls, path: str | Path):
         """The config saved in ``path`` (a ``config.json``), checked as a whole.
 

@@ -435,6 +435,27 @@ def _save_fresh_run(run_dir: Path, config, prepared: Prepared) -> None:
     config.save(run_dir / runs.CONFIG)
 
 
+def start_run(run_dir, config: TrainConfig, artifacts: dict) -> Path:
+    """Start a run directory as ``keras-seq train`` does, for a script that calls
+    ``model.fit`` itself: ``artifacts`` (``{"tokenizer.json": tokenizer, …}``, anything
+    with ``save(path)``) and ``config.json`` (the config with its ``kind``, the keras-seq
+    version). Refuses a folder that already holds a run. Returns the folder.
+
+    >>> import tempfile
+    >>> from keras_seq.data.tokenizers import make_tokenizer
+    >>> from keras_seq.tasks.lm.config import LMConfig
+    >>> run = start_run(Path(tempfile.mkdtemp()) / "run", LMConfig(),
+    ...                 {"tokenizer.json": make_tokenizer("char").fit("ab")})
+    >>> sorted(p.name for p in run.iterdir())
+    ['config.json', 'tokenizer.json']
+    """
+    run_dir = Path(run_dir)
+    if (run_dir / runs.CONFIG).exists():
+        raise KerasSeqError(f"{run_dir} already holds a run; choose another run directory")
+    _save_fresh_run(run_dir, config, Prepared(artifacts=dict(artifacts)))
+    return run_dir
+
+
 def _run_model(task, config, prepared: Prepared, run_dir: Path, point, computing: dict,
                backend_notes: list, strategy, printer):
     """The task's model, built fresh or reloaded from ``point`` under the strategy's scope,
