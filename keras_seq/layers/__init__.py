@@ -7,9 +7,11 @@ and replace only the loop (all inputs projected in one matmul, one recurrent
 matmul per step). ``count_params`` / ``param_table`` count weights without
 building anything. ``AdaptiveSoftmax`` is an output layer for large vocabularies
 (Grave et al. 2017). ``from_builtins`` rebuilds a model made with Keras's recurrent
-layers on these, weights copied.
+layers on these, weights copied. ``BaseCell``, ``FastRNN`` and ``CELL_ARGS`` are what a new
+cell is built from (docs/architecture.md, "How to add a cell").
 """
 
+from keras_seq.layers._base import BaseCell, FastRNN
 from keras_seq.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_seq.layers.bahdanau_attention import BahdanauAttention
 from keras_seq.layers.drop_in import from_builtins
@@ -17,11 +19,14 @@ from keras_seq.layers.gru import GRU, GRUCell
 from keras_seq.layers.lstm import LSTM, LSTMCell
 from keras_seq.layers.lstmp import LSTMP, LSTMPCell
 from keras_seq.layers.params import count_params, param_table, weight_shapes
-from keras_seq.layers.simple_rnn import SimpleRNN, SimpleRNNCell
+from keras_seq.layers.simple_rnn import CELL_ARGS, SimpleRNN, SimpleRNNCell
 
 __all__ = [
+    "CELL_ARGS",
     "AdaptiveSoftmax",
     "BahdanauAttention",
+    "BaseCell",
+    "FastRNN",
     "GRU",
     "GRUCell",
     "LSTM",

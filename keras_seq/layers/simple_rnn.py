@@ -7,7 +7,9 @@ from keras import ops
 
 from keras_seq.layers._base import BaseCell, FastRNN, activation_name
 
-_CELL_ARGS = (
+#: The constructor arguments every cell shares, in Keras's order (a new cell's ``ARGS``
+#: starts with them: docs/architecture.md).
+CELL_ARGS = (
     "units",
     "activation",
     "use_bias",
@@ -73,7 +75,7 @@ class SimpleRNNCell(BaseCell):
     (2, 4)
     """
 
-    ARGS = _CELL_ARGS
+    ARGS = CELL_ARGS
 
     def __init__(self, units, activation="tanh", **kwargs):
         super().__init__(units, activation=activation, **kwargs)
