@@ -94,7 +94,7 @@ package-check: prereqs
 DEMO_OUT ?= runs/pipeline
 demo: prereqs $(STAMP) web-deps
 	$(BIN)/keras-seq data stats --data tinyshakespeare --tokenizer word --min-count 2
-	$(BIN)/keras-seq pipeline --out $(DEMO_OUT) --epochs 5
+	$(BIN)/keras-seq pipeline --out $(DEMO_OUT) --epochs 8
 	printf 'my lord\nthe king is\n/gen 30\n' | \
 	    $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite --lines
 	@echo "Try it yourself: $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite"

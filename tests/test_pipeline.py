@@ -9,9 +9,9 @@ from test_export_common import corpus_text
 from keras_seq import pipeline
 from keras_seq.pipeline import choose_shipped_model, run_pipeline, summary_checks
 
-# the pipeline's recipe (a tied CIFG-LSTMP) at tiny sizes: embed = projection
-TINY_LSTM = dict(embed_dim=12, units=16, proj_units=12, batch_size=4, bptt=6,
-                 max_steps_per_epoch=5, epochs=1)
+# the pipeline's recipe (a GRU tied to its embedding) at tiny sizes: embed = units
+TINY_LSTM = dict(embed_dim=12, units=12, batch_size=4, bptt=6, max_steps_per_epoch=5,
+                 epochs=1)
 
 
 def _check_pipeline(out, summary, said, variants):
