@@ -87,8 +87,9 @@ test-all: test test-slow
 package-check: prereqs
 	bash scripts/package_check.sh $(PYTHON)
 
-# The main job, offline (3-7 min on 2 cores; 3.0 min on an AMD EPYC at fa30852): Kneser-Ney
-# n-grams of orders 2-5 and an LSTM LM on tinyshakespeare (shipped in the package), SavedModel
+# The main job, offline (pipeline 3.0-3.1 min on a 2-core AMD EPYC at de33f22, 4 min 10 s with
+# the install from a fresh clone): Kneser-Ney
+# n-grams of orders 2-5 and a GRU LM on tinyshakespeare (shipped in the package), SavedModel
 # + TFLite export, the on-device benchmark (neural vs n-gram), the demo model and a summary
 # table; then the LiteRT-only demo.
 DEMO_OUT ?= runs/pipeline

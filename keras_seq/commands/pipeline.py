@@ -13,7 +13,7 @@ DEMO_DATA = "tinyshakespeare"  # keras_seq.pipeline.DEMO_DATA (not imported: kee
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "pipeline", help="end to end in 3-7 min on CPU: a GRU LM vs the best n-gram, SavedModel "
+        "pipeline", help="end to end in 3-9 min on CPU: a GRU LM vs the best n-gram, SavedModel "
         "+ TFLite export, on-device benchmark, demo model, summary table")
     add_data_args(p, default=DEMO_DATA)
     p.add_argument("--out", required=True, help="output folder (run/, tflite/, demo/, …)")
