@@ -9,8 +9,8 @@ from keras_seq.benchmarks.lm import (
     run_bench,
     units_for_budget,
 )
-from keras_seq.keyboard import LABELS, METRICS
 from keras_seq.cli import main
+from keras_seq.keyboard import LABELS, METRICS
 from keras_seq.models import RecurrentLM
 
 
