@@ -316,7 +316,8 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     train_results = train_lm(config, out / "run", verbose=2, printer=printer)
     stages["train_lstm"] = time.perf_counter() - t
     lstm_val = evaluate_run(out / "run", "val")
-    comparable, why, ratio = _lstm_vs_ngram(lstm_val, ngram, train_results, printer)
+    comparable, why, ratio = _lstm_vs_ngram(lstm_val, ngram, train_results, printer,
+                                            config.cell.upper())
 
     # 3. exports
     t = stage("3/6 export SavedModel + TFLite")
@@ -386,7 +387,7 @@ def _say_lstm(config, train_minutes: float | None, printer) -> None:
             + ("" if train_minutes is None else f", at most {train_minutes:.1f} min"))
 
 
-def _lstm_vs_ngram(lstm_val, ngram: dict, train_results: dict, printer):
+def _lstm_vs_ngram(lstm_val, ngram: dict, train_results: dict, printer, name: str = "LSTM"):
     """``(comparable, why, ratio)``: whether the trained LSTM's validation result
     ``lstm_val`` was scored on the best n-gram's tokens (and why not), and its PPL over the
     n-gram's; said in one line."""
@@ -397,7 +398,7 @@ def _lstm_vs_ngram(lstm_val, ngram: dict, train_results: dict, printer):
     except NotComparableError as err:
         comparable, why = False, str(err)
     ratio = lstm_val.ppl / ng.ppl
-    printer(f"  LSTM: {train_results['epochs_done']} epoch(s), val PPL {lstm_val.ppl:.2f} vs "
+    printer(f"  {name}: {train_results['epochs_done']} epoch(s), val PPL {lstm_val.ppl:.2f} vs "
             f"KN{ngram['best_order']} {ng.ppl:.2f} = {ratio:.3f}× (comparable: {comparable}, "
             f"{why})")
     return comparable, why, ratio

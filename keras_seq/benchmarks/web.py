@@ -261,7 +261,8 @@ def format_web_report(report: dict) -> str:
                                       for label in row.get("key_ratio", {})
                                       if label.startswith("wasm")))
     lines += ["", f"Keystroke path, µs (step + top-3 of the words starting with the next "
-              f"word's first letter; {report.get('typed_words', '?')} typed words), and the "
+              f"word's first letter; {report.get('typed_words', '?')} words typed, the first "
+              f"{report['warmup']} untimed), and the "
               "browser over native ×1 (per round: median [range])", "",
               "| model | " + " | ".join(labels) + " | "
               + " | ".join(f"{label} ÷ native ×1" for label in ratio_labels) + " |",
