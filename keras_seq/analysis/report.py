@@ -41,7 +41,6 @@ from keras_seq import __version__
 from keras_seq.analysis import gradients as G
 from keras_seq.analysis import memory as M
 from keras_seq.analysis._common import pyplot
-from keras_seq.analysis.keyboard_arc import section_keyboard
 from keras_seq.benchmarks.cells import run_benchmark
 from keras_seq.errors import KerasSeqError
 from keras_seq.ngram import sparsity
@@ -568,6 +567,9 @@ def run_report(out_dir, preset: str = "full", sections=SECTIONS, data: str = "py
     """
     # lazy: Keras is imported once the backend is chosen
     import keras
+
+    # lazy: it imports the layers, so Keras (`keras-seq --help` builds this command's parser)
+    from keras_seq.analysis.keyboard_arc import section_keyboard
 
     if preset not in PRESETS:
         raise KerasSeqError(f"unknown report preset {preset!r}; expected one of "
