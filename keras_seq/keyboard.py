@@ -248,6 +248,16 @@ def paired_bootstrap(a: KeyboardOutcomes, b: KeyboardOutcomes, names=METRICS,
     return out
 
 
+def format_difference(d: dict, unit: str = "") -> str:
+    """One :func:`paired_bootstrap` entry in points: ``"+1.56 (+0.99 to +2.15)"``.
+
+    >>> format_difference({"diff": 0.0156, "low": 0.0099, "high": 0.0215}, " points")
+    '+1.56 points (+0.99 to +2.15)'
+    """
+    return (f"{100 * d['diff']:+.2f}{unit} ({100 * d['low']:+.2f} to "
+            f"{100 * d['high']:+.2f})")
+
+
 def format_metrics(m: dict) -> str:
     """One line: every metric as a percentage, with the counts behind it."""
     parts = ", ".join(f"{LABELS[name]} {100 * m[name]:.2f}%" for name in METRICS)

@@ -387,7 +387,7 @@ def _say_lstm(config, train_minutes: float | None, printer) -> None:
             + ("" if train_minutes is None else f", at most {train_minutes:.1f} min"))
 
 
-def _lstm_vs_ngram(lstm_val, ngram: dict, train_results: dict, printer, name: str = "LSTM"):
+def _lstm_vs_ngram(lstm_val, ngram: dict, train_results: dict, printer, name: str):
     """``(comparable, why, ratio)``: whether the trained LSTM's validation result
     ``lstm_val`` was scored on the best n-gram's tokens (and why not), and its PPL over the
     n-gram's; said in one line."""

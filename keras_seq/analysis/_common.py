@@ -5,7 +5,8 @@ from __future__ import annotations
 from keras_seq.errors import KerasSeqError
 
 CELLS = ("rnn", "gru", "lstm")
-LABELS = {"rnn": "SimpleRNN", "gru": "GRU", "lstm": "LSTM", "attn-gru": "GRU + attention"}
+LABELS = {"rnn": "SimpleRNN", "gru": "GRU", "lstm": "LSTM", "attn-gru": "GRU + attention",
+          "nplm": "NPLM"}
 COLORS = {"rnn": "tab:red", "gru": "tab:blue", "lstm": "tab:green", "attn-gru": "tab:purple"}
 
 

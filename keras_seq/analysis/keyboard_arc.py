@@ -22,12 +22,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from keras_seq.analysis._common import LABELS as NAMES
 from keras_seq.analysis._common import pyplot
 from keras_seq.benchmarks.lm import VERSUS_KN, run_bench
 from keras_seq.errors import KerasSeqError
-from keras_seq.keyboard import LABELS
-
-NAMES = {"nplm": "NPLM", "rnn": "SimpleRNN", "gru": "GRU", "lstm": "LSTM"}
+from keras_seq.keyboard import LABELS, format_difference
 
 
 def section_keyboard(out: Path, cfg: dict, seed: int, data: str, progress: bool,
@@ -74,8 +73,7 @@ def _check(row: dict, kn: dict) -> str:
     versus = row["vs_kn"]
     return (f"{NAMES.get(row['model'], row['model'])}: PPL {row['val_ppl']:.2f} = "
             f"{row['ppl_vs_kn']:.3f}× {kn['model']}'s; "
-            + "; ".join(f"{LABELS[m]} {100 * versus[m]['diff']:+.2f} points "
-                        f"({100 * versus[m]['low']:+.2f} to {100 * versus[m]['high']:+.2f})"
+            + "; ".join(f"{LABELS[m]} {format_difference(versus[m], ' points')}"
                         for m in VERSUS_KN))
 
 
@@ -93,8 +91,7 @@ def _table(rows: list[dict]) -> str:
         cells += [f"{100 * k[m]:.2f}" for m in ("top1", "top3", "top1_iv", "top3_iv", "ksr")]
         for m in VERSUS_KN:
             d = r.get("vs_kn", {}).get(m)
-            cells.append(f"{100 * d['diff']:+.2f} ({100 * d['low']:+.2f} to "
-                         f"{100 * d['high']:+.2f})" if d else "–")
+            cells.append(format_difference(d) if d else "–")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -37,7 +37,7 @@ from keras_seq.benchmarks.cells import alternate, check_counts, settings_text, s
 from keras_seq.data.batching import stream_arrays
 from keras_seq.data.corpus import load_corpus
 from keras_seq.data.tokenizers import make_tokenizer
-from keras_seq.keyboard import LABELS, METRICS, paired_bootstrap
+from keras_seq.keyboard import LABELS, METRICS, format_difference, paired_bootstrap
 from keras_seq.layers.params import count_params
 from keras_seq.metrics import PerplexityResult, check_comparable
 from keras_seq.models.nplm import nplm_param_count
@@ -320,8 +320,7 @@ def format_keyboard(out: dict) -> list[str]:
         versus = [r["vs_kn"][m] for m in VERSUS_KN] if "vs_kn" in r else []
         lines.append(f"{r['model']:<6} "
                      + " ".join(f"{100 * r['keyboard'][m]:>16.2f}" for m in METRICS) + "  "
-                     + "  ".join(f"{100 * d['diff']:>+9.2f} ({100 * d['low']:+.2f} to "
-                                 f"{100 * d['high']:+.2f})".rjust(28) for d in versus))
+                     + "  ".join(format_difference(d).rjust(28) for d in versus))
     return lines
 
 

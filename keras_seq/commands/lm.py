@@ -186,7 +186,7 @@ def run_compare(args) -> int:
     for run in args.runs:
         check_run_arg(run, "lm")
     # lazy: keeps `keras-seq --help` fast (loads Keras)
-    from keras_seq.keyboard import LABELS, METRICS, paired_bootstrap
+    from keras_seq.keyboard import LABELS, METRICS, format_difference, paired_bootstrap
     from keras_seq.tasks.lm.evaluation import evaluate_run, keyboard_outcomes
 
     results = [evaluate_run(run, args.split) for run in args.runs]
@@ -205,8 +205,7 @@ def run_compare(args) -> int:
             row.update({LABELS[m]: 100 * v for m, v in outcome.metrics().items()
                         if m in METRICS})
         differences = [{"model": f"{rows[0]['model']} − {row['model']}",
-                        **{LABELS[m]: f"{100 * d['diff']:+.2f} ({100 * d['low']:+.2f} to "
-                                      f"{100 * d['high']:+.2f})"
+                        **{LABELS[m]: format_difference(d)
                            for m, d in paired_bootstrap(outcomes[0], other).items()}}
                        for row, other in zip(rows[1:], outcomes[1:])]
     if args.plot:

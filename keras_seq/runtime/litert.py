@@ -307,10 +307,15 @@ class LiteRTLM:
             return self._top_k(k, skip)
         ids = self._ids_starting_with(prefix, skip)
         order = ids[np.argsort(-self.logits[ids], kind="stable")[:k]]  # ties: the lower id
-        top = self.logits.max()
-        total = float(np.exp(self.logits - top).sum())
+        top, total = self._normaliser()
         vocab = self.tokenizer.vocab
         return [(vocab[i], float(np.exp(self.logits[i] - top)) / total) for i in order]
+
+    def _normaliser(self) -> tuple[float, float]:
+        """``(max, Σ exp(logits − max))`` in one float32 pass: the softmax of one logit is
+        ``exp(logit − max) / Σ``."""
+        top = self.logits.max()
+        return top, float(np.exp(self.logits - top).sum())
 
     def _ids_starting_with(self, prefix: str, skip: set) -> np.ndarray:
         """The ids whose entry starts with ``prefix`` (``skip`` left out), increasing; cached
@@ -335,8 +340,7 @@ class LiteRTLM:
         lower id: ``argmax`` returns the first), from at most ``k + len(skip)`` ``argmax``
         calls; the probabilities from one float32 pass for the softmax's normaliser."""
         logits = self.logits  # our own copy of the interpreter's output
-        top = logits.max()
-        total = float(np.exp(logits - top).sum())
+        top, total = self._normaliser()
         vocab, out, taken = self.tokenizer.vocab, [], []
         try:
             while len(out) < k and len(taken) < len(logits):

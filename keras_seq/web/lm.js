@@ -96,25 +96,13 @@ export function seededRandom(seed) {
   };
 }
 
-// The ids of the k largest values, largest first (ties: the lower id first).
-export function topIds(values, k, accept = () => true) {
+// The ids of the k largest values, largest first (ties: the lower id first), among `ids`
+// (increasing; default: every id).
+export function topIds(values, k, ids = null) {
+  const n = ids ? ids.length : values.length;
   const best = [];
-  for (let id = 0; id < values.length; id++) {
-    if (!accept(id)) continue;
-    if (best.length === k && values[id] <= values[best[k - 1]]) continue;
-    let at = best.length;
-    while (at > 0 && values[best[at - 1]] < values[id]) at--;
-    best.splice(at, 0, id);
-    if (best.length > k) best.pop();
-  }
-  return best;
-}
-
-// topIds over a list of candidate ids in increasing order (the same ids, the same order).
-export function topOf(values, ids, k) {
-  const best = [];
-  for (let j = 0; j < ids.length; j++) {
-    const id = ids[j], v = values[id];
+  for (let j = 0; j < n; j++) {
+    const id = ids ? ids[j] : j, v = values[id];
     if (best.length === k && v <= values[best[k - 1]]) continue;
     let at = best.length;
     while (at > 0 && values[best[at - 1]] < v) at--;
@@ -406,7 +394,7 @@ export class StepLM {
   // the k from the normaliser, one O(V) pass per step however many keystrokes read it.
   suggest(k = 3, prefix = "") {
     if (!this.logits) throw new ModelError("no context yet: feed a token first");
-    const best = topOf(this.logits, this.idsStartingWith(prefix), k);
+    const best = topIds(this.logits, k, this.idsStartingWith(prefix));
     if (this.logZ === null) this.logZ = logSumExp(this.logits);
     const vocab = this.tokenizer.vocab;
     return best.map((id) => ({token: vocab[id], id, prob: Math.exp(this.logits[id] - this.logZ)}));
