@@ -135,13 +135,6 @@ def require_tensorflow_backend(what: str) -> None:
             "backend loads there)")
 
 
-def mixed_precision_problem(value) -> str | None:
-    """What is wrong with a ``mixed_precision`` setting (``None``: nothing)."""
-    if value not in MIXED_PRECISION:
-        return (f"mixed_precision must be one of {', '.join(MIXED_PRECISION)} "
-                f"(got {value!r})")
-    return None
-
 
 def compiled(model, fn, **tf_function_kwargs):
     """``fn`` (a function of arrays that calls ``model``) compiled for the running backend.

@@ -1,13 +1,16 @@
-"""Declared ranges of numbers: what a CLI flag (``keras_seq.commands._common.FLAG_RANGES``)
-or a REST request field (``keras_seq.serving.codec.REQUEST_FIELDS``) accepts.
+"""Ranges of numbers: what a config field (``option(range=…)``), a CLI flag
+(``type=number(int, AT_LEAST_1)``) or a REST request field
+(:func:`keras_seq.serving.codec.request_fields`) accepts, and the named ranges they share.
 
 Below everything (it imports nothing of keras-seq), so that the command line and the
-server check their values with the same type and print them the same way.
+server check their values with the same type and print them the same way. Each range is
+declared once, where its field or flag is declared; ``tests/test_ranges_declared_once.py``
+fails when a config also checks it by hand.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 INT_LIMIT = 2**31 - 1  # sizes and counts past int32 break TensorFlow shapes and int32 ids
 
@@ -32,6 +35,17 @@ class Range:
             return False
         return self.high is None or (value < self.high if self.high_open else value <= self.high)
 
+    def capped(self, high: float) -> Range:
+        """This range with its upper bound lowered to ``high`` where that is tighter (a
+        server's limit on a value the model itself accepts).
+
+        >>> str(Range(1).capped(256)), str(Range(0, 1).capped(5))
+        ('from 1 to 256', 'from 0 to 1')
+        """
+        if self.high is not None and self.high <= high:
+            return self
+        return replace(self, high=high, high_open=False)
+
     def __str__(self) -> str:
         low, high = ("" if b is None else str(int(b)) if float(b).is_integer() and abs(b) < 1e16
                      else f"{b:g}" for b in (self.low, self.high))
@@ -49,3 +63,8 @@ class Range:
 
 AT_LEAST_1, NON_NEGATIVE, POSITIVE = Range(1), Range(0), Range(0, low_open=True)
 FRACTION, SHARE = Range(0, 1, high_open=True), Range(0, 1)  # dropout-like / probability
+SEED = Range(0, 2**32 - 1)  # what NumPy and Keras accept
+NGRAM_ORDER = Range(1, 10)  # keras_seq.ngram's MAX_ORDER
+COLUMN = Range()  # a column of a table: any integer, -1 the last
+OPEN_SHARE = Range(0, 1, low_open=True)  # a probability mass that must hold something
+PORT = Range(0, 65535)  # a TCP port, 0: any free one

@@ -15,7 +15,41 @@ True
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+from keras_seq.options import option
+from keras_seq.ranges import AT_LEAST_1, NON_NEGATIVE, OPEN_SHARE, SEED, Range
+
+#: Temperatures a generator takes: 0 is the limit T → 0 (always the likeliest token);
+#: the top keeps ``logits / T`` finite in float32.
+TEMPERATURE = Range(0, 1e6)
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How text is generated: the one declaration of ``keras-seq generate``'s flags and of
+    the REST ``generate`` signature's inputs (``keras_seq.serving.codec``), with their
+    ranges (the server caps ``max_tokens`` and ``top_k`` at its limits, and ``seed`` at
+    int32).
+
+    >>> from keras_seq.options import declared_problems
+    >>> declared_problems(SamplingOptions(temperature=-1.0, top_k=0))
+    ['temperature must be from 0 to 1000000 (got -1.0)']
+    """
+
+    max_tokens: int = option(50, "tokens generated", range=AT_LEAST_1)
+    temperature: float = option(1.0, "divide the logits by this before sampling (< 1: safer, "
+                                "> 1: wilder; 0: always the likeliest token)",
+                                range=TEMPERATURE)
+    top_k: int = option(10, "top-k: sample among the k likeliest (0: the whole vocabulary)",
+                        range=NON_NEGATIVE)
+    top_p: float = option(0.9, "top-p: sample among the likeliest tokens holding this "
+                          "probability", range=OPEN_SHARE)
+    seed: int | None = option(None, "random seed of the sampler: the same seed and prompt "
+                              "give the same text", range=SEED,
+                              default_help="a new one each run")
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -125,16 +159,23 @@ class TopPSampler(Sampler):
 
 def make_sampler(name: str = "top-k", temperature: float = 1.0, top_k: int = 10,
                  top_p: float = 0.9) -> Sampler:
-    """A sampler by CLI name: ``greedy``, ``temperature``, ``top-k`` or ``top-p``."""
-    if name == "greedy":
+    """A sampler by CLI name: ``greedy``, ``temperature``, ``top-k`` or ``top-p``.
+    As in the REST ``generate`` signature, temperature 0 is greedy and ``top_k`` 0 keeps
+    the whole vocabulary (:class:`SamplingOptions`).
+
+    >>> type(make_sampler("top-p", temperature=0)).__name__
+    'GreedySampler'
+    """
+    if name not in ("greedy", "temperature", "top-k", "top-p"):
+        raise ValueError(f"unknown sampler {name!r}; expected greedy, temperature, top-k or "
+                         "top-p")
+    if name == "greedy" or temperature == 0:
         return GreedySampler()
-    if name == "temperature":
+    if name == "temperature" or (name == "top-k" and top_k == 0):
         return TemperatureSampler(temperature)
     if name == "top-k":
         return TopKSampler(top_k, temperature)
-    if name == "top-p":
-        return TopPSampler(top_p, temperature)
-    raise ValueError(f"unknown sampler {name!r}; expected greedy, temperature, top-k or top-p")
+    return TopPSampler(top_p, temperature)
 
 
 def repetition_score(tokens: list, n: int = 4) -> float:

@@ -291,10 +291,10 @@ def test_mixed_float16_gets_loss_scaling(tmp_path, corpus):
 
 
 def test_config_checks_backend_fields():
-    with pytest.raises(KerasSeqError, match="mixed_precision must be one of off, "
-                                            "mixed_float16, mixed_bfloat16 \\(got 'fp8'\\)"):
+    with pytest.raises(KerasSeqError, match="mixed_precision must be one of 'off', "
+                                            "'mixed_float16', 'mixed_bfloat16' \\(got 'fp8'\\)"):
         LMConfig(mixed_precision="fp8").validate()
-    with pytest.raises(KerasSeqError, match="backend must be one of tensorflow, jax, torch"):
+    with pytest.raises(KerasSeqError, match="backend must be one of 'tensorflow', 'jax', 'torch'"):
         LMConfig(backend="mxnet").validate()
     with pytest.raises(KerasSeqError, match="jit_compile must be true or false"):
         LMConfig(jit_compile="yes").validate()

@@ -308,7 +308,7 @@ def test_lm_config_fields_flags_and_checks(capsys):
 
     bad = {"proj_units is for cell 'lstmp' only": dict(cell="lstm", proj_units=4),
            "cell 'lstmp' needs proj_units": dict(cell="lstmp"),
-           "proj_units must be a positive integer": dict(cell="lstmp", proj_units=0),
+           "proj_units must be ≥ 1": dict(cell="lstmp", proj_units=0),
            "proj_units must be ≤ units": dict(cell="lstmp", units=8, proj_units=9),
            "cifg needs cell 'lstm' or 'lstmp'": dict(cell="gru", cifg=True)}
     for message, fields in bad.items():

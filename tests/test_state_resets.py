@@ -55,7 +55,7 @@ def test_row_resets_off_and_all():
     assert _row_is_zero(lm).all()
     with pytest.raises(ValueError, match=r"in \[0, 1\]"):
         cb.RowStateResets(1.5)
-    assert "state_reset_prob must be in [0, 1]" in \
+    assert "state_reset_prob must be from 0 to 1" in \
         " ".join(LMConfig(state_reset_prob=-0.1).problems())
 
 

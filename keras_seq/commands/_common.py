@@ -55,15 +55,15 @@ def add_tokenizer_args(parser: argparse.ArgumentParser, default: str = "word") -
         help=f"tokenizer kind (default {default})",
     )
     parser.add_argument(
-        "--max-vocab", type=int, default=None, metavar="N",
+        "--max-vocab", type=number(int, AT_LEAST_1), default=None, metavar="N",
         help="largest vocabulary, special tokens included (char/word; default: no limit)",
     )
     parser.add_argument(
-        "--min-count", type=int, default=None, metavar="N",
+        "--min-count", type=number(int, AT_LEAST_1), default=None, metavar="N",
         help="keep tokens seen at least N times in train (char/word; default 1 = all)",
     )
     parser.add_argument(
-        "--vocab-size", type=int, default=None, metavar="N",
+        "--vocab-size", type=number(int, AT_LEAST_1), default=None, metavar="N",
         help="target WordPiece vocabulary size (subword; default 8000)",
     )
     parser.add_argument(
@@ -153,7 +153,7 @@ def add_keyboard_args(parser: argparse.ArgumentParser) -> None:
                         help="top-1/top-3 next-word accuracy, completion after 1 and 2 "
                              "letters and keystroke savings (docs/keyboard.md); default: "
                              "wherever the run's words allow (a word tokenizer on text)")
-    parser.add_argument("--suggestions", type=int, default=3, metavar="K",
+    parser.add_argument("--suggestions", type=number(int, AT_LEAST_1), default=3, metavar="K",
                         help="the suggestion strip's size for --keyboard (default: 3)")
 
 
@@ -272,11 +272,13 @@ def add_config_args(parser: argparse.ArgumentParser, config_cls, skip=(), only=N
     one-line help that shows the config's default once (with ``presets``, the values a
     preset sets too). The parser's default is ``None`` (not given), so a preset or the
     config decides; pair with :func:`config_overrides`. A field that has a default gets
-    ``--no-clip`` when it is ``clip_norm``."""
+    ``--no-clip`` when it is ``clip_norm``. A number's flag takes the field's declared
+    range (``option(range=…)``): the one declaration the config's ``validate()`` reads too."""
     # lazy: keeps `keras-seq --help` fast
     import dataclasses
     import typing
 
+    from keras_seq.options import field_metadata
     from keras_seq.training.config import TrainConfig
 
     hints = typing.get_type_hints(config_cls)
@@ -292,8 +294,8 @@ def add_config_args(parser: argparse.ArgumentParser, config_cls, skip=(), only=N
             groups[title] = parser.add_argument_group(title)
         group, meta = groups[title], field_metadata(config_cls, f.name)
         flag = "--" + f.name.replace("_", "-")
-        kind = hints[f.name]
-        base = next((t for t in (bool, int, float, str) if t == kind or t in typing.get_args(kind)),
+        hint = hints[f.name]
+        base = next((t for t in (bool, int, float, str) if t == hint or t in typing.get_args(hint)),
                     str)
         help_text = meta.get("help", "")
         if help_text:
@@ -305,7 +307,8 @@ def add_config_args(parser: argparse.ArgumentParser, config_cls, skip=(), only=N
             continue
         metavar = meta.get("metavar") or (None if meta.get("choices") else
                                           {int: "INT", float: "FLOAT"}.get(base, "TEXT"))
-        group.add_argument(flag, type=base, default=None, choices=meta.get("choices"),
+        kind = number(base, meta.get("range")) if base in (int, float) else base
+        group.add_argument(flag, type=kind, default=None, choices=meta.get("choices"),
                            metavar=metavar, help=help_text)
         if f.name == "clip_norm" and f.default is not None:
             group.add_argument("--clip", action=argparse.BooleanOptionalAction, default=None,
@@ -313,15 +316,29 @@ def add_config_args(parser: argparse.ArgumentParser, config_cls, skip=(), only=N
                                "clipping off, clip_norm unset)")
 
 
-def field_metadata(config_cls, name: str) -> dict:
-    """The :func:`~keras_seq.training.config.option` metadata of field ``name``: the
-    class's own, else that of the nearest base class that describes it (a subclass that
-    only changes a default keeps the shared description)."""
-    for cls in config_cls.__mro__:
-        declared = cls.__dict__.get("__dataclass_fields__", {}).get(name)
-        if declared is not None and declared.metadata.get("help"):
-            return dict(declared.metadata)
-    return {}
+def add_option_flags(parser: argparse.ArgumentParser, options_cls) -> None:
+    """One flag per field of the dataclass ``options_cls`` declared with
+    :func:`~keras_seq.options.option` (not a training config: see
+    :func:`add_config_args`), with the field's default, choices and range
+    (``keras-seq generate``'s flags from :class:`~keras_seq.sampling.SamplingOptions`)."""
+    # lazy: keeps `keras-seq --help` fast
+    import dataclasses
+
+    from keras_seq.options import field_metadata, number_kind
+
+    for f in dataclasses.fields(options_cls):
+        meta, kind = field_metadata(options_cls, f.name), number_kind(options_cls, f.name)
+        help_text = meta["help"]
+        if f.default is None and meta.get("default_help"):
+            help_text += f" (default: {meta['default_help']})"
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(f.default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default,
+                                help=help_text)
+            continue
+        parser.add_argument(flag, type=number(kind, meta.get("range")) if kind else str,
+                            default=f.default, choices=meta.get("choices"),
+                            metavar=meta.get("metavar"), help=help_text.replace("%", "%%"))
 
 
 def show_default(value) -> str:
@@ -369,46 +386,6 @@ def did_you_mean(word, options) -> str:
     """
     close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-#: The range of every numeric flag, by its ``dest`` (read from each flag's help text).
-#: :func:`check_flags` gives each ``type=int`` / ``type=float`` flag the range of its name;
-#: the reliability campaign (``tools/reliability/cli.py``) tries values outside them.
-FLAG_RANGES: dict[str, Range] = {
-    **dict.fromkeys((
-        "units", "embed_dim", "num_layers", "batch_size", "epochs", "bptt", "context",
-        "proj_units", "max_steps_per_epoch", "log_every", "train_size", "val_size",
-        "test_size", "min_len", "max_len", "max_pairs", "attention_units", "max_source_len",
-        "max_target_len", "steps_per_epoch", "eval_size", "length", "max_sentences",
-        "devices", "max_vocab", "min_count", "beam", "limit", "top", "top_k", "max_tokens",
-        "seq_length", "calib_tokens", "tokens", "rounds", "steps", "repeats", "chunk",
-        "vocab", "embed", "seq_len", "batch", "num_eval", "repeat", "nplm_context", "budget",
-        "threads", "max_batch_size", "num_batch_threads", "max_body_bytes", "max_instances",
-        "max_text_length", "max_generated_tokens", "max_connections", "distances", "k",
-        "eval_tokens", "lm_steps", "workers", "suggestions",
-        "vocab_size",  # the tokenizer checks the rest (subword: ≥ 16) before any work
-    ), AT_LEAST_1),
-    **dict.fromkeys((
-        "histogram_freq", "sample_tokens", "decay_start", "warmup", "eval_every",
-        "stop_after_failures", "train_steps", "version", "negator_pos", "sentiment_pos",
-        "poll_interval", "batch_timeout_ms", "graceful_timeout", "length_penalty",
-        "attention_images",
-    ), NON_NEGATIVE),
-    **dict.fromkeys((
-        "lr", "clip_norm", "max_minutes", "init_scale", "lr_decay", "temperature", "scale",
-        "minutes", "dates_minutes", "request_timeout", "read_timeout", "memory_max_minutes",
-        "div_value",
-    ), POSITIVE),
-    **dict.fromkeys(("dropout", "embed_dropout", "weight_dropout"), FRACTION),
-    **dict.fromkeys(("state_reset_prob", "negated_share"), SHARE),
-    **dict.fromkeys(("top_p", "target_exact_match"), Range(0, 1, low_open=True)),
-    **dict.fromkeys(("order", "max_order", "kn_order"), Range(1, 10)),  # ngram MAX_ORDER
-    **dict.fromkeys(("tag_col", "token_col", "source_col", "target_col"), Range()),  # -1: last
-    "seed": Range(0, 2**32 - 1),  # what NumPy and Keras accept
-    "port": Range(0, 65535),
-    "clients": Range(1, 256),
-    "seconds": Range(0, 3600, low_open=True),
-}
 
 
 def number(kind, rng: Range | None = None):
@@ -482,10 +459,11 @@ def check_corpus_arg(args) -> None:
 
 
 def check_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Give every numeric flag of ``parser`` and its sub-parsers the range of
-    :data:`FLAG_RANGES` and ``--split-ratio`` its check, so that bad values are refused
-    while the command line is parsed (exit 2, before any work); and finish every help
-    line: the parser's default, once (unless the help already says it), then the range."""
+    """Give ``--split-ratio`` its check and finish every help line of ``parser`` and its
+    sub-parsers: the parser's default, once (unless the help already says it), then the
+    flag's range. Every number flag declares its range where it is declared
+    (``type=number(int, AT_LEAST_1)``, or ``option(range=…)`` for a config field's flag);
+    a bare ``type=int``/``type=float`` is a mistake in keras-seq, refused here."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in {id(p): p for p in action.choices.values()}.values():
@@ -494,8 +472,11 @@ def check_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         if not action.option_strings or action.help == argparse.SUPPRESS:
             continue
         if action.type in (int, float):
-            action.type = number(action.type, FLAG_RANGES.get(action.dest))
-        elif action.type in (None, str) and not action.choices and action.nargs != 0 \
+            raise TypeError(f"{parser.prog} {action.option_strings[0]}: type="
+                            f"{action.type.__name__} without a range; declare it as "
+                            f"type=number({action.type.__name__}, AT_LEAST_1) or the range "
+                            "it takes")
+        if action.type in (None, str) and not action.choices and action.nargs != 0 \
                 and action.dest == "split_ratio":
             action.type = split_ratio
         if _shows_default(action):

@@ -7,7 +7,8 @@ import contextlib
 import json
 import sys
 
-from keras_seq.commands._common import add_json_arg
+from keras_seq.commands._common import add_json_arg, number
+from keras_seq.ranges import AT_LEAST_1, NON_NEGATIVE
 
 #: what each size flag of `bench cells` sets
 SIZES = {"vocab": "vocabulary size of the LM", "embed": "embedding size",
@@ -42,17 +43,20 @@ def register(subparsers) -> None:
         "cells",
         help="tokens/s of keras-seq vs built-in SimpleRNN/GRU/LSTM, relative speeds, params",
     )
-    p.add_argument("--steps", type=int, default=DEFAULTS["steps"], help="timed steps per run")
+    p.add_argument("--steps", type=number(int, AT_LEAST_1),
+                   default=DEFAULTS["steps"], help="timed steps per run")
     p.add_argument(
         "--repeats",
-        type=int,
+        type=number(int, AT_LEAST_1),
         default=DEFAULTS["repeats"],
         help="runs per (cell, implementation), alternating; the best run is reported",
     )
     p.add_argument(
-        "--chunk", type=int, default=10, help="steps per turn when interleaving (default 10)"
+        "--chunk", type=number(int, AT_LEAST_1), default=10,
+        help="steps per turn when interleaving (default 10)"
     )
-    p.add_argument("--warmup", type=int, default=DEFAULTS["warmup"], help="untimed steps")
+    p.add_argument("--warmup", type=number(int, NON_NEGATIVE),
+                   default=DEFAULTS["warmup"], help="untimed steps")
     p.add_argument("--cells", nargs="+", default=list(CELLS), choices=CELLS, help="cells measured")
     p.add_argument(
         "--head",
@@ -65,7 +69,7 @@ def register(subparsers) -> None:
         p.add_argument(
             f"--{name.replace('_', '-')}",
             dest=name,
-            type=int,
+            type=number(int, AT_LEAST_1),
             default=DEFAULTS[name],
             help=SIZES[name],
         )

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from keras_seq.commands._common import add_json_arg, print_json
+from keras_seq.commands._common import add_json_arg, number, print_json
+from keras_seq.ranges import AT_LEAST_1, SEED
 
 
 def register(subparsers) -> None:
@@ -23,7 +24,8 @@ def register(subparsers) -> None:
     p.add_argument("--roots", nargs="+", default=None, metavar="FOLDER",
                    help="folders whose .py/.md/.rst/.txt files give the natural text (default: "
                         "this Python's standard library and site-packages)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the corpus's file order and "
+    p.add_argument("--seed", type=number(int, SEED),
+                   default=0, help="seed of the corpus's file order and "
                    "extension (default: 0)")
     p.add_argument("--stages", default="prepare,ngram,lmplz,prepare-lm,lm",
                    help="stages to run, comma-separated; lmplz runs only with --lmplz "
@@ -31,9 +33,9 @@ def register(subparsers) -> None:
     p.add_argument("--lmplz", default=None, help="path to KenLM's lmplz to compare with")
     p.add_argument("--memory", default="1G", metavar="SIZE",
                    help="--memory of ngram train and -S of lmplz (default: 1G)")
-    p.add_argument("--max-vocab", type=int, default=50_000,
+    p.add_argument("--max-vocab", type=number(int, AT_LEAST_1), default=50_000,
                    help="vocabulary of the train lm stages (default: 50000)")
-    p.add_argument("--lm-steps", type=int, default=20,
+    p.add_argument("--lm-steps", type=number(int, AT_LEAST_1), default=20,
                    help="optimizer steps timed after the first for train lm's tokens/s "
                         "(default: 20)")
     p.add_argument("--keep", action=argparse.BooleanOptionalAction, default=False,

@@ -3,7 +3,8 @@ graphs, scoring the same tokens, XNNPACK on and off."""
 
 from __future__ import annotations
 
-from keras_seq.commands._common import add_json_arg
+from keras_seq.commands._common import add_json_arg, number
+from keras_seq.ranges import AT_LEAST_1
 
 
 def register(subparsers) -> None:
@@ -11,9 +12,12 @@ def register(subparsers) -> None:
         "fused", help="fused UNIDIRECTIONAL_SEQUENCE_LSTM vs the explicit graph: µs per "
         "scored token, step and window models, XNNPACK on/off")
     p.add_argument("--run-dir", required=True, help="a `keras-seq train lm` LSTM run")
-    p.add_argument("--seq-length", type=int, default=32, help="window of the sequence models")
-    p.add_argument("--tokens", type=int, default=2000, help="validation tokens scored")
-    p.add_argument("--rounds", type=int, default=3, help="rounds, models alternated")
+    p.add_argument("--seq-length", type=number(int, AT_LEAST_1),
+                   default=32, help="window of the sequence models")
+    p.add_argument("--tokens", type=number(int, AT_LEAST_1),
+                   default=2000, help="validation tokens scored")
+    p.add_argument("--rounds", type=number(int, AT_LEAST_1),
+                   default=3, help="rounds, models alternated")
     p.add_argument("--out", default=None, help="keep the exported models here")
     add_json_arg(p)
     p.set_defaults(func=run_fused)

@@ -11,10 +11,12 @@ from keras_seq.commands._common import (
     add_json_arg,
     add_keyboard_args,
     comma_list,
+    number,
     print_json,
 )
 from keras_seq.commands.bench_cells import add_backend_args
 from keras_seq.errors import KerasSeqError
+from keras_seq.ranges import AT_LEAST_1, FRACTION, NGRAM_ORDER, NON_NEGATIVE, POSITIVE, SEED, SHARE
 from keras_seq.tasks.lm.config import LMConfig
 
 # LMConfig fields the shared flags set; unset ones keep LMConfig's defaults.
@@ -32,34 +34,40 @@ def register(subparsers) -> None:
                    help="train/val/test shares of the corpus (90/10: nanoGPT's)")
     p.add_argument("--tokenizer", default="word", choices=("word", "char", "subword"),
                    help="tokenizer of every model")
-    p.add_argument("--min-count", type=int, default=2,
+    p.add_argument("--min-count", type=number(int, AT_LEAST_1), default=2,
                    help="word vocabulary cut-off; 2 puts <unk> in training (1 leaves it unseen)")
     p.add_argument("--cells", default="nplm,rnn,gru,lstm",
                    type=comma_list(("nplm", "rnn", "gru", "lstm")),
                    help="comma-separated: nplm (feed-forward), rnn, gru, lstm")
-    p.add_argument("--nplm-context", type=int, default=4, help="tokens the nplm row reads")
+    p.add_argument("--nplm-context", type=number(int, AT_LEAST_1),
+                   default=4, help="tokens the nplm row reads")
     p.add_argument("--nplm-orders", default="",
                    help="also sweep the NPLM order against KN's, e.g. 2,3,4,5,6,7,8")
-    p.add_argument("--minutes", type=float, default=60.0, help="training budget per model")
-    p.add_argument("--budget", type=int, default=None,
+    p.add_argument("--minutes", type=number(float, POSITIVE),
+                   default=60.0, help="training budget per model")
+    p.add_argument("--budget", type=number(int, AT_LEAST_1), default=None,
                    help="parameter budget (default: the LSTM with units = embed dim)")
-    p.add_argument("--embed-dim", type=int, default=256, help="embedding size")
-    p.add_argument("--num-layers", type=int, default=2, help="stacked recurrent layers")
-    p.add_argument("--dropout", type=float, default=0.5)
-    p.add_argument("--bptt", type=int, default=35, help="truncation length τ")
-    p.add_argument("--batch-size", type=int, default=20, help="token streams per batch")
-    p.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate")
+    p.add_argument("--embed-dim", type=number(int, AT_LEAST_1), default=256, help="embedding size")
+    p.add_argument("--num-layers", type=number(int, AT_LEAST_1),
+                   default=2, help="stacked recurrent layers")
+    p.add_argument("--dropout", type=number(float, FRACTION), default=0.5)
+    p.add_argument("--bptt", type=number(int, AT_LEAST_1), default=35, help="truncation length τ")
+    p.add_argument("--batch-size", type=number(int, AT_LEAST_1),
+                   default=20, help="token streams per batch")
+    p.add_argument("--lr", type=number(float, POSITIVE), default=2e-3, help="Adam learning rate")
     p.add_argument("--tie-weights", action=argparse.BooleanOptionalAction, default=False,
                    help="share the embedding with the output layer")
     add_config_args(p, LMConfig, only=LM_OPTIONS[:-1])  # the AWD-LSTM and PTB-decay fields
-    p.add_argument("--state-reset-prob", type=float, default=0.02,
+    p.add_argument("--state-reset-prob", type=number(float, SHARE), default=0.02,
                    help="chance that a stream row's state is zeroed before a batch, so each "
                         "model keeps meeting the zero state validation starts from "
                         "(default 0.02; 0 turns it off)")
-    p.add_argument("--kn-order", type=int, default=5, help="order of the Kneser-Ney baseline")
+    p.add_argument("--kn-order", type=number(int, NGRAM_ORDER),
+                   default=5, help="order of the Kneser-Ney baseline")
     add_keyboard_args(p)
-    p.add_argument("--max-steps-per-epoch", type=int, default=None, help="for smoke tests")
-    p.add_argument("--seed", type=int, default=1234, help="seed of every model's run")
+    p.add_argument("--max-steps-per-epoch", type=number(int, AT_LEAST_1),
+                   default=None, help="for smoke tests")
+    p.add_argument("--seed", type=number(int, SEED), default=1234, help="seed of every model's run")
     add_backend_args(p)
     speed = p.add_argument_group(
         "speed", "--speed: keras-seq's layers vs Keras's built-ins on this workload (same "
@@ -67,10 +75,13 @@ def register(subparsers) -> None:
     speed.add_argument("--speed", action=argparse.BooleanOptionalAction, default=False,
                        help="measure training tokens/s of keras-seq vs the built-in for "
                             "each of --cells (rnn, gru, lstm; all three unless --cells names some)")
-    speed.add_argument("--steps", type=int, default=20, help="timed train steps per run")
-    speed.add_argument("--repeats", type=int, default=5, help="runs (alternating turns)")
-    speed.add_argument("--warmup", type=int, default=2, help="untimed steps per model")
-    speed.add_argument("--chunk", type=int, default=5, help="steps per turn")
+    speed.add_argument("--steps", type=number(int, AT_LEAST_1),
+                       default=20, help="timed train steps per run")
+    speed.add_argument("--repeats", type=number(int, AT_LEAST_1),
+                       default=5, help="runs (alternating turns)")
+    speed.add_argument("--warmup", type=number(int, NON_NEGATIVE),
+                       default=2, help="untimed steps per model")
+    speed.add_argument("--chunk", type=number(int, AT_LEAST_1), default=5, help="steps per turn")
     speed.add_argument("--quick", action=argparse.BooleanOptionalAction, default=False,
                        help="smoke test of --speed (implies it): 2 steps, 1 run, a tiny one-layer "
                             "model")
@@ -80,7 +91,7 @@ def register(subparsers) -> None:
                          type=comma_list(("one", "mirrored", "multi-worker")),
                          help="comma list of one, mirrored, multi-worker: time `train lm` "
                               "on one device, 2 replicas, 1 and 2 localhost workers")
-    scaling.add_argument("--rounds", type=int, default=2,
+    scaling.add_argument("--rounds", type=number(int, AT_LEAST_1), default=2,
                          help="--strategy: alternated runs per setting (default 2)")
     add_json_arg(p)
     p.set_defaults(func=run_lm)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import math
 
-from keras_seq.commands._common import add_json_arg
+from keras_seq.commands._common import add_json_arg, number
+from keras_seq.ranges import AT_LEAST_1, NGRAM_ORDER
 
 
 def register(subparsers) -> None:
@@ -15,9 +16,10 @@ def register(subparsers) -> None:
     p.add_argument("--data-dir", default=None,
                    help="folder searched for registry files before downloading")
     p.add_argument("--split-ratio", default="90/10/0", help="train/val/test shares of the corpus")
-    p.add_argument("--repeat", type=int, default=3,
+    p.add_argument("--repeat", type=number(int, AT_LEAST_1), default=3,
                    help="copies of the train split to estimate on (default 3 ≈ 770k words)")
-    p.add_argument("--order", type=int, default=5, help="n-gram order of the estimated models")
+    p.add_argument("--order", type=number(int, NGRAM_ORDER),
+                   default=5, help="n-gram order of the estimated models")
     p.add_argument("--lmplz", default=None, help="path to KenLM's lmplz to compare with")
     add_json_arg(p)
     p.set_defaults(func=run_ngram)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from keras_seq.commands._common import add_json_arg, print_json, print_table
+from keras_seq.commands._common import add_json_arg, number, print_json, print_table
+from keras_seq.ranges import AT_LEAST_1, POSITIVE, SEED
 
 
 def register(subparsers) -> None:
@@ -14,17 +15,24 @@ def register(subparsers) -> None:
     p.add_argument("--tasks", default="reverse",
                    help="comma-separated: reverse (both models), dates (attention model)")
     p.add_argument("--out", default="bench-seq2seq", help="folder for runs and PNGs")
-    p.add_argument("--max-len", type=int, default=64, help="reversal: longest source")
-    p.add_argument("--minutes", type=float, default=12.0,
+    p.add_argument("--max-len", type=number(int, AT_LEAST_1),
+                   default=64, help="reversal: longest source")
+    p.add_argument("--minutes", type=number(float, POSITIVE), default=12.0,
                    help="reversal: training budget per model (CPU minutes, wall clock)")
-    p.add_argument("--dates-minutes", type=float, default=14.0, help="dates: training budget")
-    p.add_argument("--units", type=int, default=64,
+    p.add_argument("--dates-minutes", type=number(float, POSITIVE),
+                   default=14.0, help="dates: training budget")
+    p.add_argument("--units", type=number(int, AT_LEAST_1), default=64,
                    help="reversal: encoder (per direction) and decoder units")
-    p.add_argument("--embed-dim", type=int, default=32, help="embedding size of both sides")
-    p.add_argument("--batch-size", type=int, default=64, help="pairs per training batch")
-    p.add_argument("--train-size", type=int, default=60000, help="reversal training pairs")
-    p.add_argument("--test-size", type=int, default=2000, help="test pairs scored per model")
-    p.add_argument("--seed", type=int, default=1234, help="random seed of data and weights")
+    p.add_argument("--embed-dim", type=number(int, AT_LEAST_1),
+                   default=32, help="embedding size of both sides")
+    p.add_argument("--batch-size", type=number(int, AT_LEAST_1),
+                   default=64, help="pairs per training batch")
+    p.add_argument("--train-size", type=number(int, AT_LEAST_1),
+                   default=60000, help="reversal training pairs")
+    p.add_argument("--test-size", type=number(int, AT_LEAST_1),
+                   default=2000, help="test pairs scored per model")
+    p.add_argument("--seed", type=number(int, SEED),
+                   default=1234, help="random seed of data and weights")
     p.add_argument("--fresh", action=argparse.BooleanOptionalAction, default=False,
                    help="retrain even if runs exist in --out")
     add_json_arg(p)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from keras_seq.commands._common import add_json_arg
+from keras_seq.commands._common import add_json_arg, number
+from keras_seq.ranges import AT_LEAST_1, NON_NEGATIVE, Range
 
 
 def register(subparsers) -> None:
@@ -16,18 +17,22 @@ def register(subparsers) -> None:
     src.add_argument("--saved-model", help="an exported SavedModel (keras-seq export "
                      "saved-model)")
     src.add_argument("--run-dir", help="a `keras-seq train lm` run (exported first)")
-    p.add_argument("--seconds", type=float, default=60.0,
+    p.add_argument("--seconds", type=number(float, Range(0, 3600, low_open=True)), default=60.0,
                    help="measured time, split evenly over the client levels (default 60)")
-    p.add_argument("--clients", type=int, nargs="+", default=[1, 16],
+    p.add_argument("--clients", type=number(int, Range(1, 256)), nargs="+", default=[1, 16],
                    help="concurrent clients per level (default 1 16)")
-    p.add_argument("--k", type=int, default=5, help="k of next_tokens (default 5)")
-    p.add_argument("--max-batch-size", type=int, default=32, help="the server's largest batch")
-    p.add_argument("--batch-timeout-ms", type=float, default=2.0,
+    p.add_argument("--k", type=number(int, AT_LEAST_1),
+                   default=5, help="k of next_tokens (default 5)")
+    p.add_argument("--max-batch-size", type=number(int, AT_LEAST_1),
+                   default=32, help="the server's largest batch")
+    p.add_argument("--batch-timeout-ms", type=number(float, NON_NEGATIVE), default=2.0,
                    help="the server waits this long to fill a batch")
-    p.add_argument("--num-batch-threads", type=int, default=2, help="the server's batch threads")
+    p.add_argument("--num-batch-threads", type=number(int, AT_LEAST_1),
+                   default=2, help="the server's batch threads")
     p.add_argument("--eager-batching", action=argparse.BooleanOptionalAction, default=False,
                    help="serve with --eager-batching")
-    p.add_argument("--warmup", type=float, default=2.0, help="untimed seconds first")
+    p.add_argument("--warmup", type=number(float, NON_NEGATIVE),
+                   default=2.0, help="untimed seconds first")
     add_json_arg(p)
     p.set_defaults(func=run_serve)
 

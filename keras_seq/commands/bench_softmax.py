@@ -3,7 +3,8 @@ with a full softmax and with an adaptive softmax (Grave et al. 2017), same data 
 
 from __future__ import annotations
 
-from keras_seq.commands._common import add_json_arg, comma_list, print_json
+from keras_seq.commands._common import add_json_arg, comma_list, number, print_json
+from keras_seq.ranges import AT_LEAST_1, NON_NEGATIVE, POSITIVE
 
 VARIANTS = ("full", "adaptive", "adaptive-gather")
 
@@ -14,26 +15,29 @@ def register(subparsers) -> None:
         "and range) and exact val PPL after the same steps")
     p.add_argument("--data", default="tinyshakespeare",
                    help="corpus: a registry name or a .txt file or folder")
-    p.add_argument("--max-vocab", type=int, default=10_000,
+    p.add_argument("--max-vocab", type=number(int, AT_LEAST_1), default=10_000,
                    help="largest word vocabulary, specials included (V)")
-    p.add_argument("--min-count", type=int, default=1,
+    p.add_argument("--min-count", type=number(int, AT_LEAST_1), default=1,
                    help="keep words seen at least this often in train")
     p.add_argument("--cutoffs", default="2000,6000",
                    help="adaptive cluster boundaries (below V), e.g. 2000,10000 for V = 50k")
-    p.add_argument("--div-value", type=float, default=4.0,
+    p.add_argument("--div-value", type=number(float, POSITIVE), default=4.0,
                    help="tail cluster i projects to units // div_value^(i+1)")
     p.add_argument("--variants", default=",".join(VARIANTS), type=comma_list(VARIANTS),
                    help="comma list of full, adaptive (static-shape loss), adaptive-gather "
                         "(dynamic-shape loss; not on JAX)")
-    p.add_argument("--steps", type=int, default=100, help="timed train steps per variant")
-    p.add_argument("--chunk", type=int, default=10,
+    p.add_argument("--steps", type=number(int, AT_LEAST_1),
+                   default=100, help="timed train steps per variant")
+    p.add_argument("--chunk", type=number(int, AT_LEAST_1), default=10,
                    help="steps per turn; variants take turns, the order reversed each round")
-    p.add_argument("--warmup", type=int, default=2, help="untimed first steps per variant")
-    p.add_argument("--units", type=int, default=256, help="LSTM units")
-    p.add_argument("--embed-dim", type=int, default=256, help="embedding size")
-    p.add_argument("--batch-size", type=int, default=20, help="token streams per batch")
-    p.add_argument("--bptt", type=int, default=35, help="truncation length τ")
-    p.add_argument("--eval-tokens", type=int, default=20_000,
+    p.add_argument("--warmup", type=number(int, NON_NEGATIVE),
+                   default=2, help="untimed first steps per variant")
+    p.add_argument("--units", type=number(int, AT_LEAST_1), default=256, help="LSTM units")
+    p.add_argument("--embed-dim", type=number(int, AT_LEAST_1), default=256, help="embedding size")
+    p.add_argument("--batch-size", type=number(int, AT_LEAST_1),
+                   default=20, help="token streams per batch")
+    p.add_argument("--bptt", type=number(int, AT_LEAST_1), default=35, help="truncation length τ")
+    p.add_argument("--eval-tokens", type=number(int, AT_LEAST_1), default=20_000,
                    help="val tokens scored exactly (full log-probs) after training")
     p.add_argument("--plot", default=None, help="write a PNG bar chart here")
     add_json_arg(p)

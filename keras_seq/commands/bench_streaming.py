@@ -3,7 +3,8 @@ TFLite variants (1 and 2 threads), with size and PPL change."""
 
 from __future__ import annotations
 
-from keras_seq.commands._common import add_json_arg
+from keras_seq.commands._common import add_json_arg, number
+from keras_seq.ranges import AT_LEAST_1, NON_NEGATIVE
 
 
 def register(subparsers) -> None:
@@ -11,9 +12,11 @@ def register(subparsers) -> None:
         "streaming", help="per-token streaming latency p50/p95/p99 across runtimes and "
         "TFLite variants, tokens/s, size, PPL delta")
     p.add_argument("--run-dir", required=True, help="the lm run whose model is measured")
-    p.add_argument("--tokens", type=int, default=1000, help="timed tokens per runtime")
-    p.add_argument("--warmup", type=int, default=50, help="untimed tokens per runtime first")
-    p.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+    p.add_argument("--tokens", type=number(int, AT_LEAST_1),
+                   default=1000, help="timed tokens per runtime")
+    p.add_argument("--warmup", type=number(int, NON_NEGATIVE),
+                   default=50, help="untimed tokens per runtime first")
+    p.add_argument("--threads", type=number(int, AT_LEAST_1), nargs="+", default=[1, 2],
                    help="interpreter thread counts measured")
     p.add_argument("--export-dir", default=None,
                    help="reuse a `keras-seq export tflite` folder (else export to a temp dir)")

@@ -7,19 +7,19 @@ from __future__ import annotations
 import argparse
 
 from keras_seq.commands._common import (
-    FLAG_RANGES,
     add_json_arg,
     comma_list,
     number,
     print_json,
 )
+from keras_seq.ranges import AT_LEAST_1, POSITIVE, SEED
 
 
 def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x.strip())
 
 
-SEEDS = comma_list(kind=number(int, FLAG_RANGES["seed"]))  # "1,2,3", each a valid --seed
+SEEDS = comma_list(kind=number(int, SEED))  # "1,2,3", each a valid --seed
 
 
 def register(subparsers) -> None:
@@ -33,24 +33,28 @@ def register(subparsers) -> None:
                    help=f"comma-separated, from {', '.join(CLASSIFIERS)}")
     p.add_argument("--seeds", default="1,2,3", type=SEEDS,
                    help="comma-separated seeds, one run each")
-    p.add_argument("--minutes", type=float, default=3.0, help="training budget per run")
-    p.add_argument("--epochs", type=int, default=20, help="epochs per run")
+    p.add_argument("--minutes", type=number(float, POSITIVE),
+                   default=3.0, help="training budget per run")
+    p.add_argument("--epochs", type=number(int, AT_LEAST_1), default=20, help="epochs per run")
     p.add_argument("--hard", action=argparse.BooleanOptionalAction, default=False,
                    help="the variant word counts cannot solve")
-    p.add_argument("--train-size", type=int, default=None,
+    p.add_argument("--train-size", type=number(int, AT_LEAST_1), default=None,
                    help="training reviews (default: the task's 4000)")
-    p.add_argument("--length", type=int, default=None, help="words per review (80)")
+    p.add_argument("--length", type=number(int, AT_LEAST_1),
+                   default=None, help="words per review (80)")
     add_json_arg(p)
     p.set_defaults(func=run_classify)
 
     p = subparsers.add_parser("tag", help="uni- vs bidirectional LSTM taggers at equal "
                               "parameters on restore-punct")
     p.add_argument("--out", default="runs/bench-tag", help="folder for the run directories")
-    p.add_argument("--units", type=int, default=64, help="units per direction of the BiLSTM")
+    p.add_argument("--units", type=number(int, AT_LEAST_1),
+                   default=64, help="units per direction of the BiLSTM")
     p.add_argument("--seeds", default="1,2,3", type=SEEDS,
                    help="comma-separated seeds, one run each")
-    p.add_argument("--minutes", type=float, default=3.0, help="training budget per run")
-    p.add_argument("--epochs", type=int, default=30, help="epochs per run")
+    p.add_argument("--minutes", type=number(float, POSITIVE),
+                   default=3.0, help="training budget per run")
+    p.add_argument("--epochs", type=number(int, AT_LEAST_1), default=30, help="epochs per run")
     p.add_argument("--data", default="restore-punct",
                    help="the tagging data (restore-punct[:CORPUS], conll:PATH, conllu:PATH)")
     add_json_arg(p)
@@ -61,8 +65,10 @@ def register(subparsers) -> None:
     p.add_argument("--out", default="runs/bench-conditioned", help="folder for the run directories")
     p.add_argument("--seeds", default="1,2,3", type=SEEDS,
                    help="comma-separated seeds, one run each")
-    p.add_argument("--minutes", type=float, default=None, help="optional cap per run")
-    p.add_argument("--epochs", type=int, default=8, help="epochs per run (equal for both)")
+    p.add_argument("--minutes", type=number(float, POSITIVE),
+                   default=None, help="optional cap per run")
+    p.add_argument("--epochs", type=number(int, AT_LEAST_1),
+                   default=8, help="epochs per run (equal for both)")
     p.add_argument("--data", default="python-docs-topics",
                    help="python-docs-topics | shapes | tsv:PATH")
     p.add_argument("--grouping", default="groups", choices=("topics", "groups"),

@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from keras_seq.commands._common import add_json_arg
+from keras_seq.commands._common import add_json_arg, number
 from keras_seq.data.corpus import decode_text
 from keras_seq.errors import KerasSeqError
+from keras_seq.ranges import AT_LEAST_1, NON_NEGATIVE
 
 
 def register(subparsers) -> None:
@@ -18,10 +19,13 @@ def register(subparsers) -> None:
         "(LiteRT.js) vs native LiteRT, and which variants LiteRT.js cannot run")
     p.add_argument("--tflite-dir", required=True,
                    help="a `keras-seq export tflite` folder (its step_*.tflite are measured)")
-    p.add_argument("--steps", type=int, default=200, help="timed tokens per cell and round")
-    p.add_argument("--warmup", type=int, default=30, help="untimed tokens first")
-    p.add_argument("--rounds", type=int, default=3, help="rounds (variants alternated)")
-    p.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+    p.add_argument("--steps", type=number(int, AT_LEAST_1),
+                   default=200, help="timed tokens per cell and round")
+    p.add_argument("--warmup", type=number(int, NON_NEGATIVE),
+                   default=30, help="untimed tokens first")
+    p.add_argument("--rounds", type=number(int, AT_LEAST_1),
+                   default=3, help="rounds (variants alternated)")
+    p.add_argument("--threads", type=number(int, AT_LEAST_1), nargs="+", default=[1, 2],
                    help="thread counts, in the browser and natively")
     p.add_argument("--models", nargs="+", default=None, metavar="NAME",
                    help="only these step models (file stems, e.g. step_dynamic)")

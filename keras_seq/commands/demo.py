@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import argparse
 
+from keras_seq.commands._common import number
+from keras_seq.ranges import AT_LEAST_1, PORT, POSITIVE, SEED
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -18,17 +21,19 @@ def register(subparsers) -> None:
                    "URL instead of running in the terminal")
     p.add_argument("--site", default=None, help="with --web: the site folder to serve")
     p.add_argument("--host", default="127.0.0.1", help="with --web: address to listen on")
-    p.add_argument("--port", type=int, default=8000, help="with --web: TCP port (0: any free)")
+    p.add_argument("--port", type=number(int, PORT),
+                   default=8000, help="with --web: TCP port (0: any free)")
     p.add_argument("--tokenizer", default=None, help="tokenizer.json (default: next to model)")
-    p.add_argument("--threads", type=int, default=1, help="interpreter threads")
-    p.add_argument("--top", type=int, default=3, help="suggestions shown (default 3)")
-    p.add_argument("--max-tokens", type=int, default=20,
+    p.add_argument("--threads", type=number(int, AT_LEAST_1), default=1, help="interpreter threads")
+    p.add_argument("--top", type=number(int, AT_LEAST_1),
+                   default=3, help="suggestions shown (default 3)")
+    p.add_argument("--max-tokens", type=number(int, AT_LEAST_1), default=20,
                    help="tokens /gen writes when the request does not say")
-    p.add_argument("--top-k", type=int, default=10,
+    p.add_argument("--top-k", type=number(int, AT_LEAST_1), default=10,
                    help="generation samples among the k likeliest tokens")
-    p.add_argument("--temperature", type=float, default=1.0,
+    p.add_argument("--temperature", type=number(float, POSITIVE), default=1.0,
                    help="divide the logits by this before sampling")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the sampler")
+    p.add_argument("--seed", type=number(int, SEED), default=0, help="random seed of the sampler")
     p.add_argument("--lines", action=argparse.BooleanOptionalAction, default=False,
                    help="read whole lines even in a terminal (else there: one key at a time)")
     p.set_defaults(func=run_demo)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import functools
 
-from keras_seq.commands._common import add_json_arg, check_run_arg, print_json
+from keras_seq.commands._common import add_json_arg, check_run_arg, number, print_json
+from keras_seq.ranges import AT_LEAST_1
 
 _VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
 # step graphs only: 4- and 8-bit weights with the tied table stored once (ai-edge-quantizer)
@@ -54,8 +55,9 @@ def register(subparsers) -> None:
                    "step graphs, the tied table stored once)")
     p.add_argument("--graphs", nargs="+", default=list(_GRAPHS), choices=_GRAPHS,
                    help="which graphs (fused ones only for plain LSTMs)")
-    p.add_argument("--seq-length", type=int, default=32, help="window of the sequence models")
-    p.add_argument("--calib-tokens", type=int, default=200,
+    p.add_argument("--seq-length", type=number(int, AT_LEAST_1),
+                   default=32, help="window of the sequence models")
+    p.add_argument("--calib-tokens", type=number(int, AT_LEAST_1), default=200,
                    help="training tokens that calibrate int8/int16x8")
     p.add_argument("--parity", action=argparse.BooleanOptionalAction, default=True,
                    help="compare every variant with Keras (--no-parity skips it)")
@@ -105,7 +107,8 @@ def register(subparsers) -> None:
     p.add_argument("--litert-js", default=None, metavar="DIR",
                    help="a node_modules/@litertjs folder (default: the one `make web-deps` "
                    "installs in keras_seq/web)")
-    p.add_argument("--top", type=int, default=3, help="suggestions shown (1-10, default 3)")
+    p.add_argument("--top", type=number(int, AT_LEAST_1),
+                   default=3, help="suggestions shown (1-10, default 3)")
     add_json_arg(p)
     p.set_defaults(func=run_web)
 

@@ -8,6 +8,7 @@ from keras_seq.commands._common import (
     add_eval_command,
     add_json_arg,
     add_keyboard_args,
+    add_option_flags,
     add_train_command,
     check_run_arg,
     check_tokenizer_options,
@@ -21,6 +22,7 @@ from keras_seq.commands._common import (
     use_backend,
 )
 from keras_seq.data.splits import SPLITS
+from keras_seq.sampling import SamplingOptions
 from keras_seq.tasks.lm.config import PRESETS, LMConfig, preset
 
 
@@ -45,17 +47,10 @@ def register(subparsers) -> None:
     p.add_argument("--condition", default=None,
                    help="conditioned runs: the label to generate for (default: each label)")
     p.add_argument("--prompt", default="", help="text to continue (default: a new line)")
-    p.add_argument("--max-tokens", type=int, default=50, help="tokens generated")
     p.add_argument("--sampler", default="top-k", choices=("greedy", "temperature", "top-k",
                                                             "top-p"),
                    help="how the next token is picked from the model's distribution")
-    p.add_argument("--temperature", type=float, default=1.0,
-                   help="divide the logits by this before sampling (< 1: safer, > 1: wilder)")
-    p.add_argument("--top-k", type=int, default=10, help="top-k: sample among the k likeliest")
-    p.add_argument("--top-p", type=float, default=0.9,
-                   help="top-p: sample among the likeliest tokens holding this probability")
-    p.add_argument("--seed", type=int, default=None,
-                   help="random seed of the sampler (default: a new one each run)")
+    add_option_flags(p, SamplingOptions)
     p.set_defaults(func=run_generate)
 
     p = subparsers.add_parser("compare", help="one perplexity table for several runs "

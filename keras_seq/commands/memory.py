@@ -8,7 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from keras_seq.commands._common import add_json_arg
+from keras_seq.commands._common import add_json_arg, number
+from keras_seq.ranges import AT_LEAST_1, NON_NEGATIVE, POSITIVE, SEED
 
 
 def add_memory_args(p) -> None:
@@ -20,20 +21,25 @@ def add_memory_args(p) -> None:
                    help="synthetic tasks run")
     p.add_argument("--cells", nargs="+", default=list(MEMORY_CELLS), choices=MEMORY_CELLS,
                    help="cells compared")
-    p.add_argument("--distances", nargs="+", type=int, default=list(DISTANCES), metavar="D",
+    p.add_argument("--distances", nargs="+", type=number(int, AT_LEAST_1),
+                   default=list(DISTANCES), metavar="D",
                    help=f"distances to sweep (default {' '.join(map(str, DISTANCES))})")
-    p.add_argument("--steps", type=int, default=1000, help="training budget per run (steps)")
-    p.add_argument("--batch", type=int, default=64, help="sequences per training batch")
-    p.add_argument("--units", type=int, default=64, help="recurrent units")
-    p.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate")
-    p.add_argument("--eval-every", type=int, default=100,
+    p.add_argument("--steps", type=number(int, AT_LEAST_1),
+                   default=1000, help="training budget per run (steps)")
+    p.add_argument("--batch", type=number(int, AT_LEAST_1),
+                   default=64, help="sequences per training batch")
+    p.add_argument("--units", type=number(int, AT_LEAST_1), default=64, help="recurrent units")
+    p.add_argument("--lr", type=number(float, POSITIVE), default=1e-2, help="Adam learning rate")
+    p.add_argument("--eval-every", type=number(int, NON_NEGATIVE), default=100,
                    help="validate every N steps and stop once solved (0: never)")
-    p.add_argument("--num-eval", type=int, default=1000, help="validation/test sequences")
-    p.add_argument("--stop-after-failures", type=int, default=2,
+    p.add_argument("--num-eval", type=number(int, AT_LEAST_1),
+                   default=1000, help="validation/test sequences")
+    p.add_argument("--stop-after-failures", type=number(int, NON_NEGATIVE), default=2,
                    help="skip a cell's longer distances after N consecutive failures (0: never)")
-    p.add_argument("--max-minutes", type=float, default=None,
+    p.add_argument("--max-minutes", type=number(float, POSITIVE), default=None,
                    help="skip the runs not started within this wall time (lower bounds)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of data and weights")
+    p.add_argument("--seed", type=number(int, SEED),
+                   default=0, help="random seed of data and weights")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write memory.json and memory.png here")
     add_json_arg(p)
@@ -61,21 +67,26 @@ def register(subparsers) -> None:
                    help="corpus the sequences come from")
     g.add_argument("--tokenizer", default="word", choices=("char", "word"),
                    help="tokenizer of the corpus")
-    g.add_argument("--seq-len", type=int, default=80,
+    g.add_argument("--seq-len", type=number(int, AT_LEAST_1), default=80,
                    help="tokens per sequence (the largest distance)")
-    g.add_argument("--batch", type=int, default=64, help="sequences averaged over")
-    g.add_argument("--units", type=int, default=128, help="recurrent units")
-    g.add_argument("--embed-dim", type=int, default=64, help="embedding size")
-    g.add_argument("--train-steps", type=int, default=300,
+    g.add_argument("--batch", type=number(int, AT_LEAST_1),
+                   default=64, help="sequences averaged over")
+    g.add_argument("--units", type=number(int, AT_LEAST_1), default=128, help="recurrent units")
+    g.add_argument("--embed-dim", type=number(int, AT_LEAST_1), default=64, help="embedding size")
+    g.add_argument("--train-steps", type=number(int, NON_NEGATIVE), default=300,
                    help="also measure after this many training steps (0: initialisation only)")
     g.add_argument("--clipping", action=argparse.BooleanOptionalAction, default=False,
                    help="run the exploding-gradient experiment instead")
-    g.add_argument("--scale", type=float, default=1.5,
+    g.add_argument("--scale", type=number(float, POSITIVE), default=1.5,
                    help="clipping: recurrent init = scale × orthogonal")
-    g.add_argument("--clip-norm", type=float, default=1.0, help="clipping: threshold θ")
-    g.add_argument("--lr", type=float, default=2.0, help="clipping: SGD learning rate")
-    g.add_argument("--steps", type=int, default=300, help="clipping: training steps")
-    g.add_argument("--seed", type=int, default=0, help="random seed of data and weights")
+    g.add_argument("--clip-norm", type=number(float, POSITIVE),
+                   default=1.0, help="clipping: threshold θ")
+    g.add_argument("--lr", type=number(float, POSITIVE),
+                   default=2.0, help="clipping: SGD learning rate")
+    g.add_argument("--steps", type=number(int, AT_LEAST_1),
+                   default=300, help="clipping: training steps")
+    g.add_argument("--seed", type=number(int, SEED),
+                   default=0, help="random seed of data and weights")
     g.add_argument("--out", default=None, metavar="DIR", help="write JSON and PNG here")
     add_json_arg(g)
     g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,

@@ -17,9 +17,11 @@ from keras_seq.commands._common import (
     add_keyboard_args,
     check_tokenizer_options,
     keyboard_or_note,
+    number,
     print_keyboard,
 )
 from keras_seq.data.splits import SPLITS
+from keras_seq.ranges import AT_LEAST_1, NGRAM_ORDER, SEED
 
 
 def register(subparsers) -> None:
@@ -35,18 +37,19 @@ def register(subparsers) -> None:
     def vocab_args(p):
         p.add_argument("--tokenizer", default="word", choices=("word",),
                        help="only 'word' for n-grams")
-        p.add_argument("--max-vocab", type=int, default=None,
+        p.add_argument("--max-vocab", type=number(int, AT_LEAST_1), default=None,
                        help="largest vocabulary, special tokens included (default: no limit)")
-        p.add_argument("--min-count", type=int, default=1,
+        p.add_argument("--min-count", type=number(int, AT_LEAST_1), default=1,
                        help="keep words seen at least this often in train")
 
     p = sub.add_parser("train", help="count a corpus, estimate a model, write ARPA")
     data_args(p)
     vocab_args(p)
-    p.add_argument("--order", type=int, default=5, help="n-gram order (5: a 5-gram model)")
+    p.add_argument("--order", type=number(int, NGRAM_ORDER),
+                   default=5, help="n-gram order (5: a 5-gram model)")
     p.add_argument("--smoothing", choices=("kn", "addk", "mle"), default="kn",
                    help="kn: modified Kneser-Ney; addk: add-k; mle: none")
-    p.add_argument("--k", type=float, default=1.0, help="pseudo-count for addk")
+    p.add_argument("--k", type=number(float, AT_LEAST_1), default=1.0, help="pseudo-count for addk")
     p.add_argument("--discount-fallback", action=argparse.BooleanOptionalAction, default=True,
                    help="where Kneser-Ney discounts cannot be estimated, use fixed ones, as "
                    "lmplz --discount_fallback does (--no-discount-fallback fails, like lmplz)")
@@ -58,7 +61,7 @@ def register(subparsers) -> None:
     p.add_argument("--temp-dir", default=None, metavar="DIR",
                    help="where --memory spills its sorted runs (default: the system's "
                         "temporary directory; removed afterwards)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
+    p.add_argument("--workers", type=number(int, AT_LEAST_1), default=None, metavar="N",
                    help="processes that format the ARPA text with --memory (about half the "
                         "run; default: one per core, at most 8 and one per 128M of --memory; "
                         "1: in this process). The file is the same byte for byte")
@@ -75,8 +78,9 @@ def register(subparsers) -> None:
     p = sub.add_parser("sparsity", help="unseen n-grams and MLE/add-k/KN perplexity by order")
     data_args(p)
     vocab_args(p)
-    p.add_argument("--max-order", type=int, default=5, help="largest n-gram order measured")
-    p.add_argument("--k", type=float, default=1.0, help="pseudo-count of add-k")
+    p.add_argument("--max-order", type=number(int, NGRAM_ORDER),
+                   default=5, help="largest n-gram order measured")
+    p.add_argument("--k", type=number(float, AT_LEAST_1), default=1.0, help="pseudo-count of add-k")
     p.add_argument("--split", default="val", choices=SPLITS[1:], help="split scored")
     add_json_arg(p)
     p.add_argument("--plot", default=None, help="save a PNG here")
@@ -84,15 +88,15 @@ def register(subparsers) -> None:
 
     p = sub.add_parser("generate", help="sample text from an ARPA model")
     p.add_argument("--model", required=True, help="the ARPA model file")
-    p.add_argument("--max-tokens", type=int, default=50, help="words generated")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the sampler")
+    p.add_argument("--max-tokens", type=number(int, AT_LEAST_1), default=50, help="words generated")
+    p.add_argument("--seed", type=number(int, SEED), default=0, help="random seed of the sampler")
     p.add_argument("--prompt", default="", help="words to continue (space separated)")
     p.set_defaults(func=run_generate)
 
     p = sub.add_parser("next", help="the top-k next tokens after a context")
     p.add_argument("--model", required=True, help="the ARPA model file")
     p.add_argument("--context", default="", help="space-separated words; '<s>' = line start")
-    p.add_argument("--top-k", type=int, default=10, help="next tokens shown")
+    p.add_argument("--top-k", type=number(int, AT_LEAST_1), default=10, help="next tokens shown")
     add_json_arg(p)
     p.set_defaults(func=run_next)
 

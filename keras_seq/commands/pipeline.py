@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from keras_seq.commands._common import add_data_args
+from keras_seq.commands._common import add_data_args, number
+from keras_seq.ranges import AT_LEAST_1, POSITIVE
 
 DEMO_DATA = "tinyshakespeare"  # keras_seq.pipeline.DEMO_DATA (not imported: keep --help fast)
 
@@ -17,23 +18,24 @@ def register(subparsers) -> None:
         "+ TFLite export, on-device benchmark, demo model, summary table")
     add_data_args(p, default=DEMO_DATA)
     p.add_argument("--out", required=True, help="output folder (run/, tflite/, demo/, …)")
-    p.add_argument("--epochs", type=int, default=8,
+    p.add_argument("--epochs", type=number(int, AT_LEAST_1), default=8,
                    help="epochs of LM training (default 8; counted in epochs so that every "
                         "machine trains the same model)")
-    p.add_argument("--minutes", type=float, default=None,
+    p.add_argument("--minutes", type=number(float, POSITIVE), default=None,
                    help="optional cap on the whole job; training gets all but 2.5 minutes of "
                         "it and may then stop before --epochs (default: no cap)")
-    p.add_argument("--tokens", type=int, default=1000,
+    p.add_argument("--tokens", type=number(int, AT_LEAST_1), default=1000,
                    help="timed tokens per runtime and round in the on-device benchmark")
-    p.add_argument("--rounds", type=int, default=3,
+    p.add_argument("--rounds", type=number(int, AT_LEAST_1), default=3,
                    help="benchmark rounds, the models alternated in each (default 3)")
     g = p.add_argument_group("the neural model (default: a GRU of 176 units tied to its "
                              "embedding)")
     g.add_argument("--cell", choices=("lstm", "lstmp", "gru", "rnn"), default=None,
                    help="lstmp: the on-device LSTM with a recurrent projection (--proj-units; "
                         "512 → 128 with CIFG, the previous default, unless given)")
-    g.add_argument("--units", type=int, default=None, help="recurrent units (default: 176)")
-    g.add_argument("--proj-units", type=int, default=None,
+    g.add_argument("--units", type=number(int, AT_LEAST_1),
+                   default=None, help="recurrent units (default: 176)")
+    g.add_argument("--proj-units", type=number(int, AT_LEAST_1), default=None,
                    help="lstmp: projection size; the embedding is tied to it")
     g.add_argument("--cifg", action=argparse.BooleanOptionalAction, default=None,
                    help="coupled input-forget gate (Gboard's CIFG), lstm or lstmp")

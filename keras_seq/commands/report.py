@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from keras_seq.commands._common import number
+from keras_seq.ranges import POSITIVE, SEED
+
 
 def register(subparsers) -> None:
     # lazy: keeps `keras-seq --help` fast
@@ -27,8 +30,9 @@ def register(subparsers) -> None:
                    metavar="SECTION", help="sections to run")
     p.add_argument("--data", default="python-docs", metavar="NAME|PATH",
                    help="corpus for the text-based sections (default python-docs, embedded)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--memory-max-minutes", type=float, default=None, metavar="MIN",
+    p.add_argument("--seed", type=number(int, SEED), default=0, help="random seed (default 0)")
+    p.add_argument("--memory-max-minutes", type=number(float, POSITIVE),
+                   default=None, metavar="MIN",
                    help="wall-time cap for the memory sweep; runs not started by then are "
                    "skipped and the lengths they bound are marked as lower bounds")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,

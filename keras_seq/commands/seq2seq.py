@@ -14,12 +14,14 @@ from keras_seq.commands._common import (
     check_tokenizer_options,
     check_train_dir,
     config_overrides,
+    number,
     print_json,
     print_table,
     print_train_results,
     train_printer,
     use_backend,
 )
+from keras_seq.ranges import AT_LEAST_1, NON_NEGATIVE
 from keras_seq.tasks.seq2seq.config import Seq2SeqConfig
 
 
@@ -37,17 +39,20 @@ def register(subparsers) -> None:
 
     p = add_eval_command(subparsers, "seq2seq", "exact match, token accuracy and BLEU, overall "
                          "and per source-length bucket", run_eval)
-    p.add_argument("--beam", type=int, default=1, help="beam width (1 = greedy)")
-    p.add_argument("--length-penalty", type=float, default=1.0,
+    p.add_argument("--beam", type=number(int, AT_LEAST_1),
+                   default=1, help="beam width (1 = greedy)")
+    p.add_argument("--length-penalty", type=number(float, NON_NEGATIVE), default=1.0,
                    help="α in log p / len^α for beam search")
-    p.add_argument("--limit", type=int, default=None, help="score only the first N pairs")
+    p.add_argument("--limit", type=number(int, AT_LEAST_1),
+                   default=None, help="score only the first N pairs")
     p.add_argument("--plot", default=None, metavar="DIR",
                    help="write attention_heatmap.png and length_curve.png here")
 
     p = subparsers.add_parser("translate", help="decode text with a trained seq2seq model")
     p.add_argument("--run-dir", required=True, help="the seq2seq run that translates")
-    p.add_argument("--beam", type=int, default=1, help="beam width (1 = greedy)")
-    p.add_argument("--length-penalty", type=float, default=1.0,
+    p.add_argument("--beam", type=number(int, AT_LEAST_1),
+                   default=1, help="beam width (1 = greedy)")
+    p.add_argument("--length-penalty", type=number(float, NON_NEGATIVE), default=1.0,
                    help="α in log p / len^α for beam search")
     p.add_argument("--export", default=None, metavar="DIR",
                    help="write a SavedModel (signature serving_default: text → translation, "

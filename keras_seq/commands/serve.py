@@ -18,15 +18,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from keras_seq.commands._common import Range, number
-
-
-def _positive(kind):
-    return number(kind, Range(0, low_open=True))
-
-
-def _non_negative(kind):
-    return number(kind, Range(0))
+from keras_seq.commands._common import number
+from keras_seq.ranges import NON_NEGATIVE, PORT, POSITIVE
 
 
 def register(subparsers) -> None:
@@ -41,18 +34,18 @@ def register(subparsers) -> None:
     p.add_argument("--publish", default=None, metavar="SAVED_MODEL",
                    help="copy this SavedModel into DIR/NAME/VERSION (one --model-name) and "
                    "exit; a running server picks it up")
-    p.add_argument("--version", type=_non_negative(int), default=None,
+    p.add_argument("--version", type=number(int, NON_NEGATIVE), default=None,
                    help="version number for --publish (default: the next one)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8501, help="REST port (default 8501)")
-    p.add_argument("--poll-interval", type=_non_negative(float), default=1.0, metavar="S",
+    p.add_argument("--port", type=number(int, PORT), default=8501, help="REST port (default 8501)")
+    p.add_argument("--poll-interval", type=number(float, NON_NEGATIVE), default=1.0, metavar="S",
                    help="seconds between scans for new versions (0: never; default 1)")
-    p.add_argument("--max-batch-size", type=_positive(int), default=32,
+    p.add_argument("--max-batch-size", type=number(int, POSITIVE), default=32,
                    help="most rows merged into one signature call (default 32)")
-    p.add_argument("--batch-timeout-ms", type=_non_negative(float), default=2.0,
+    p.add_argument("--batch-timeout-ms", type=number(float, NON_NEGATIVE), default=2.0,
                    help="how long a batch waits for more calls (default 2 ms; 0: no waiting)")
-    p.add_argument("--num-batch-threads", type=_positive(int), default=2,
+    p.add_argument("--num-batch-threads", type=number(int, POSITIVE), default=2,
                    help="worker threads running batches (default 2)")
     p.add_argument("--eager-batching", action=argparse.BooleanOptionalAction, default=False,
                    help="start a batch at once when no signature call is running (lower "
@@ -61,25 +54,26 @@ def register(subparsers) -> None:
     p.add_argument("--batch-signatures", default="score,next_tokens,serving_default,classify,tag",
                    help="signatures whose calls are batched, comma-separated (not generate: "
                    "its samples depend on a row's place in the batch)")
-    p.add_argument("--max-body-bytes", type=_positive(int), default=1 << 20,
+    p.add_argument("--max-body-bytes", type=number(int, POSITIVE), default=1 << 20,
                    help="largest request body in bytes (1 MiB); larger → 413")
-    p.add_argument("--max-instances", type=_positive(int), default=64,
+    p.add_argument("--max-instances", type=number(int, POSITIVE), default=64,
                    help="most rows per request (default 64)")
-    p.add_argument("--max-text-length", type=_positive(int), default=2000,
+    p.add_argument("--max-text-length", type=number(int, POSITIVE), default=2000,
                    help="most characters per input text (default 2000)")
-    p.add_argument("--max-generated-tokens", type=_positive(int), default=256,
+    p.add_argument("--max-generated-tokens", type=number(int, POSITIVE), default=256,
                    help="largest max_tokens of generate (default 256)")
-    p.add_argument("--request-timeout", type=_positive(float), default=30.0, metavar="S",
+    p.add_argument("--request-timeout", type=number(float, POSITIVE), default=30.0, metavar="S",
                    help="per-request deadline; over it → 504 (default 30 s)")
     p.add_argument("--token", default=None,
                    help="require 'Authorization: Bearer TOKEN' on /v1 (also "
                    "$KERAS_SEQ_SERVE_TOKEN)")
-    p.add_argument("--graceful-timeout", type=_non_negative(float), default=30.0, metavar="S",
+    p.add_argument("--graceful-timeout", type=number(float, NON_NEGATIVE), default=30.0,
+                   metavar="S",
                    help="on SIGTERM/SIGINT, wait this long for in-flight requests (default 30)")
-    p.add_argument("--read-timeout", type=_positive(float), default=10.0, metavar="S",
+    p.add_argument("--read-timeout", type=number(float, POSITIVE), default=10.0, metavar="S",
                    help="a request's line, headers and body must arrive within S seconds, "
                    "else the connection is closed (default 10; guards against slow clients)")
-    p.add_argument("--max-connections", type=_positive(int), default=1000, metavar="N",
+    p.add_argument("--max-connections", type=number(int, POSITIVE), default=1000, metavar="N",
                    help="most open connections; past it the one waiting longest for its "
                    "request is closed (default 1000)")
     p.set_defaults(func=run_serve)

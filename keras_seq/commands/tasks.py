@@ -20,12 +20,14 @@ from keras_seq.commands._common import (
     check_tokenizer_options,
     check_train_dir,
     config_overrides,
+    number,
     print_json,
     print_table,
     print_train_results,
     train_printer,
     use_backend,
 )
+from keras_seq.ranges import AT_LEAST_1
 from keras_seq.tasks.classify.config import ClassifyConfig
 from keras_seq.tasks.conditioned.config import ConditionedConfig
 from keras_seq.tasks.tag.config import TagConfig
@@ -59,7 +61,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("predict", help="labels (classify runs) or tags (tag runs) of "
                                               "texts given as arguments or one per stdin line")
     p.add_argument("--run-dir", required=True, help="the classify or tag run that predicts")
-    p.add_argument("--top", type=int, default=1, help="classify: labels shown per text")
+    p.add_argument("--top", type=number(int, AT_LEAST_1),
+                   default=1, help="classify: labels shown per text")
     add_json_arg(p)
     p.add_argument("text", nargs="*", help="texts (none: one per line on stdin)")
     p.set_defaults(func=run_predict)

@@ -50,7 +50,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from keras_seq.options import declared_range, field_metadata, number_kind
 from keras_seq.ranges import Range
+from keras_seq.sampling import SamplingOptions
 from keras_seq.serving.errors import ServingError, bad_request
 from keras_seq.serving.servable import InputSpec, SignatureInfo
 
@@ -126,19 +128,24 @@ def request_fields(limits: Limits, vocab_size: int | None = None) -> dict[str, F
         "k": Field("int32", Range(1, limits.max_k),
                    "how many of the most likely next tokens to return, at most the "
                    "server's limit; a k above the vocabulary size returns all of it"),
-        "max_tokens": Field("int32", Range(1, limits.max_generated_tokens),
-                            "how many tokens to generate; the server's "
-                            "--max-generated-tokens"),
-        "temperature": Field("float32", Range(0, 1e6),
-                             "the sampling temperature: 0 always picks the most likely "
-                             "token, 1 samples the model's own distribution"),
-        "top_k": Field("int32", Range(0, limits.max_k),
-                       "sample among the top_k most likely tokens; 0: the whole vocabulary"),
-        "seed": Field("int32", Range(0, INT32_MAX),
-                      "the sampling seed: the same seed and prompt give the same text"),
+        "max_tokens": _sampling_field("max_tokens", limits.max_generated_tokens,
+                                      "; at most the server's --max-generated-tokens"),
+        "temperature": _sampling_field("temperature"),
+        "top_k": _sampling_field("top_k", limits.max_k, "; at most the server's limit"),
+        "seed": _sampling_field("seed", INT32_MAX, "; an int32"),
         "token": Field("int32", ids, "a token id of the model's vocabulary, below its size"),
         "tokens": Field("int32", ids, "token ids of the model's vocabulary"),
     }
+
+
+def _sampling_field(name: str, cap: float | None = None, more: str = "") -> Field:
+    """The request field of a ``generate`` input from its one declaration,
+    :class:`keras_seq.sampling.SamplingOptions` (range and help, the same as ``keras-seq
+    generate``'s flag), its top lowered to the server's ``cap``."""
+    rng = declared_range(SamplingOptions, name)
+    dtype = "int32" if number_kind(SamplingOptions, name) is int else "float32"
+    help_text = field_metadata(SamplingOptions, name)["help"]
+    return Field(dtype, rng if cap is None else rng.capped(cap), help_text + more)
 
 
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1),

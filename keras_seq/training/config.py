@@ -32,29 +32,13 @@ from typing import ClassVar
 
 from keras_seq import __version__
 from keras_seq.atomic import write_json_atomic
-from keras_seq.backend import BACKENDS, MIXED_PRECISION, mixed_precision_problem
+from keras_seq.backend import BACKENDS, MIXED_PRECISION
 from keras_seq.errors import KerasSeqError
+from keras_seq.options import declared_problems, option
+from keras_seq.ranges import AT_LEAST_1, POSITIVE, SEED
 
 STRATEGIES = ("one", "mirrored", "multi-worker")
 MAX_JSON_INT = 2**53  # integers beyond this do not survive a JSON round trip everywhere
-
-
-def option(default, help: str, *, choices: tuple | None = None, metavar: str | None = None,
-           default_help: str | None = None):
-    """A config field with its one-line description, the single source of its
-    ``keras-seq train`` flag (``--field-name``): ``help`` says what it does; ``choices``
-    and ``metavar`` shape the flag; ``default_help`` says in words what a ``None`` default
-    means (``"no limit"``).
-
-    >>> @dataclass
-    ... class ToyConfig(TrainConfig):
-    ...     units: int = option(8, "hidden units")
-    >>> dataclasses.fields(ToyConfig)[-1].metadata["help"]
-    'hidden units'
-    """
-    metadata = {"help": help, "choices": choices, "metavar": metavar,
-                "default_help": default_help}
-    return field(default=default, metadata={k: v for k, v in metadata.items() if v is not None})
 
 
 @dataclass
@@ -68,14 +52,15 @@ class TrainConfig:
     added: ClassVar[tuple[str, ...]] = ()
 
     batch_size: int = option(32, "examples per training batch (with --strategy: the global "
-                             "batch)")
-    epochs: int = option(10, "passes over the training data")
-    lr: float = option(1e-3, "learning rate")
+                             "batch)", range=AT_LEAST_1)
+    epochs: int = option(10, "passes over the training data", range=AT_LEAST_1)
+    lr: float = option(1e-3, "learning rate", range=POSITIVE)
     clip_norm: float | None = option(5.0, "clip gradients to this global norm θ (--no-clip: "
-                                     "off)")  # None = off
+                                     "off)", range=POSITIVE)  # None = off
     max_minutes: float | None = option(None, "stop once training has run this many minutes",
+                                       range=POSITIVE,
                                        default_help="no limit")  # see the task: epoch/batch
-    seed: int = option(1234, "random seed of weights, dropout and data order")
+    seed: int = option(1234, "random seed of weights, dropout and data order", range=SEED)
     # how the run computes (``keras-seq train --backend/--mixed-precision/--jit-compile``)
     backend: str | None = option(None, "Keras backend that trains; .keras checkpoints load "
                                  "under any of them", choices=BACKENDS,
@@ -90,58 +75,24 @@ class TrainConfig:
                            "host, or multi-worker (one process per host, TF_CONFIG)",
                            choices=STRATEGIES)
     devices: int | None = option(None, "mirrored: how many devices (logical CPU devices on a "
-                                 "host without a GPU)", default_help="every GPU")
+                                 "host without a GPU)", range=AT_LEAST_1,
+                                 default_help="every GPU")
     replicas: int = 1  # recorded: the replicas the run trained on
     version: str = field(default=__version__)
 
     def problems(self) -> list[str]:
-        """What is wrong with the shared fields; subclasses add theirs."""
-        problems = []
-        for name in ("batch_size", "epochs"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                problems.append(f"{name} must be ≥ 1 (got {value})")
-        if not self.lr > 0:
-            problems.append(f"lr must be > 0 (got {self.lr})")
-        if self.clip_norm is not None and not self.clip_norm > 0:
-            problems.append(f"clip_norm must be > 0 or unset (got {self.clip_norm})")
-        if self.max_minutes is not None and not self.max_minutes > 0:
-            problems.append(f"max_minutes must be > 0 or unset (got {self.max_minutes})")
-        if self.backend is not None and self.backend not in BACKENDS:
-            problems.append(f"backend must be one of {', '.join(BACKENDS)} or unset "
-                            f"(got {self.backend!r})")
-        problem = mixed_precision_problem(self.mixed_precision)
-        if problem:
-            problems.append(problem)
+        """What is wrong with the config: each field against its declared choices and range
+        (:func:`~keras_seq.options.declared_problems`), then the rules between fields;
+        subclasses add theirs (never a field's own range again: it is declared once)."""
+        problems = declared_problems(self)
         if not isinstance(self.jit_compile, bool):
             problems.append(f"jit_compile must be true or false (got {self.jit_compile!r})")
-        if self.strategy not in STRATEGIES:
-            problems.append(f"strategy must be one of {', '.join(STRATEGIES)} "
-                            f"(got {self.strategy!r})")
-        if self.devices is not None and (
-                not isinstance(self.devices, int) or isinstance(self.devices, bool)
-                or self.devices < 1 or self.strategy != "mirrored"):
-            problems.append(f"devices is for --strategy mirrored, a count ≥ 1 (got "
-                            f"{self.devices!r} with strategy {self.strategy!r})")
-        if (not isinstance(self.seed, int) or isinstance(self.seed, bool)
-                or not 0 <= self.seed < 2**32):
-            problems.append(f"seed must be an integer in 0..{2**32 - 1} (got {self.seed!r})")
+        if self.devices is not None and self.strategy != "mirrored":
+            problems.append(f"devices is for --strategy mirrored (got devices={self.devices!r} "
+                            f"with strategy {self.strategy!r})")
         if self.strategy != "one" and self.backend not in (None, "tensorflow"):
             problems.append(f"strategy {self.strategy} runs on tf.distribute: it needs the "
                             f"tensorflow backend (got {self.backend})")
-        return problems
-
-    def recurrent_problems(self, *positive: str) -> list[str]:
-        """Checks shared by the configs of keras-seq recurrent models: ``cell`` is one of
-        rnn/gru/lstm, ``dropout`` is in [0, 1) and each field in ``positive`` is ≥ 1."""
-        problems = []
-        if self.cell not in ("rnn", "gru", "lstm"):
-            problems.append(f"cell must be rnn, gru or lstm (got {self.cell!r})")
-        for name in positive:
-            if getattr(self, name) < 1:
-                problems.append(f"{name} must be ≥ 1 (got {getattr(self, name)})")
-        if not 0 <= self.dropout < 1:
-            problems.append(f"dropout must be in [0, 1) (got {self.dropout})")
         return problems
 
     def validate(self):
@@ -277,24 +228,24 @@ def _type_problem(hint, value) -> str | None:
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
     options = typing.get_args(hint) if union else (hint,)
     wanted = []
-    for option in options:
-        if option is type(None):
+    for kind in options:
+        if kind is type(None):
             if value is None:
                 return None
             continue
-        if option is bool:
+        if kind is bool:
             wanted.append("true or false")
             ok = isinstance(value, bool)
-        elif option is int:
+        elif kind is int:
             wanted.append("an integer")
             ok = (isinstance(value, int) and not isinstance(value, bool)
                   and abs(value) <= MAX_JSON_INT)
-        elif option is float:
+        elif kind is float:
             wanted.append("a finite number")
             ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
                   and (abs(value) <= MAX_JSON_INT if isinstance(value, int)
                        else math.isfinite(value)))
-        elif option is str:
+        elif kind is str:
             wanted.append("a string")
             ok = isinstance(value, str)
         else:

@@ -130,16 +130,23 @@ def test_every_numeric_flag_has_a_range_and_the_oracle_refuses_what_it_should():
 def test_the_property_test_catches_flags_that_are_not_checked(tmp_path, monkeypatch):
     """Numbers parsed without their range (and a flag with no declared range) let -3
     through to the work: the property test must see both."""
-    import keras_seq.commands._common as common
+    real_parser = campaign.harness_parser
 
     def lax(kind, rng=None):
         parse = lambda text: kind(text)  # noqa: E731
         parse.__name__, parse.kind, parse.range = kind.__name__, kind, rng
         return parse
 
-    monkeypatch.setattr(common, "number", lax)
-    monkeypatch.setattr(common, "FLAG_RANGES",
-                        {k: v for k, v in common.FLAG_RANGES.items() if k != "units"})
+    def lax_parser():  # every number flag parsed without its check; --units without a range
+        parser = real_parser()
+        for _, leaf in campaign.leaf_parsers(parser):
+            for action in leaf._actions:
+                if getattr(action.type, "kind", None) in (int, float):
+                    rng = None if action.dest == "units" else action.type.range
+                    action.type = lax(action.type.kind, rng)
+        return parser
+
+    monkeypatch.setattr(campaign, "harness_parser", lax_parser)
     monkeypatch.setattr(campaign, "EDGE_VALUES", ("-3",))
     paths = campaign.make_fixtures(tmp_path)
     coverage, prop = campaign.property_test(tmp_path, paths, examples=1, edges=True,

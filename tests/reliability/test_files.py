@@ -249,7 +249,7 @@ def _config_file(tmp_path, **changes):
     ({"dropout": None}, "dropout must be a finite number"),
     ({"epochs": 10**30}, "epochs must be an integer"),
     ({"clip_norm": float("nan")}, "clip_norm must be a finite number or null"),
-    ({"seed": -1}, "seed must be an integer in 0..4294967295"),
+    ({"seed": -1}, "seed must be from 0 to 4294967295"),
     ({"version": "0.0.1"}, "written by keras-seq '0.0.1'"),
     ({"epochs": 0}, "epochs must be ≥ 1"),
 ])

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from keras_seq.data.splits import DEFAULT_SPLIT, split_problems
-from keras_seq.training.config import TrainConfig, option
+from keras_seq.options import option
+from keras_seq.ranges import AT_LEAST_1, FRACTION, NON_NEGATIVE, SHARE
+from keras_seq.training.config import TrainConfig
 
 POOLINGS = ("last", "mean", "attention")
 RNN = ("rnn", "gru", "lstm")
@@ -22,43 +24,44 @@ class ClassifyConfig(TrainConfig):
     data: str = option("reviews-negation", "reviews-negation (generated) or tsv:PATH "
                        "(text<TAB>label lines)")
     train_size: int | None = option(None, "training examples (generated) or a cap (TSV)",
-                                    default_help="generated: 4000; TSV: all")
+                                    default_help="generated: 4000; TSV: all", range=AT_LEAST_1)
     val_size: int | None = option(None, "validation examples (generated) or a cap (TSV)",
-                                  default_help="generated: 500; TSV: all")
+                                  default_help="generated: 500; TSV: all", range=AT_LEAST_1)
     test_size: int | None = option(None, "test examples (generated) or a cap (TSV)",
-                                   default_help="generated: 1500; TSV: all")
+                                   default_help="generated: 1500; TSV: all", range=AT_LEAST_1)
     split_ratio: str = option(DEFAULT_SPLIT, "TSV: train/val/test shares of a seeded shuffle",
                               metavar="TRAIN/VAL/TEST")
-    length: int | None = option(None, "reviews-negation: words per review", default_help="80")
+    length: int | None = option(None, "reviews-negation: words per review", default_help="80",
+                                range=AT_LEAST_1)
     negator_pos: int | None = option(None, "reviews-negation: position of the negator",
-                                     default_help="5")
+                                     default_help="5", range=NON_NEGATIVE)
     sentiment_pos: int | None = option(None, "reviews-negation: position of the sentiment word",
-                                       default_help="75")
+                                       default_help="75", range=NON_NEGATIVE)
     distances: str | None = option(None, "reviews-negation: comma-separated negator-sentiment "
                                    "distances to mix, e.g. 10,35,70", metavar="N,N,…",
                                    default_help="10,35,70")
     hard: bool = option(False, "reviews-negation: the bag of words carries no label "
                         "information")
     negated_share: float | None = option(None, "reviews-negation: share of reviews with a "
-                                         "negator", default_help="0.25")
+                                         "negator", default_help="0.25", range=SHARE)
     max_len: int | None = option(None, "keep at most this many words of a text",
-                                 default_help="all")
+                                 default_help="all", range=AT_LEAST_1)
     max_vocab: int | None = option(None, "largest word vocabulary, special tokens included",
-                                   default_help="no limit")
+                                   default_help="no limit", range=AT_LEAST_1)
     min_count: int | None = option(None, "keep words seen at least this often in train",
-                                   default_help="1, every word")
+                                   default_help="1, every word", range=AT_LEAST_1)
     lower: bool | None = option(None, "lower-case the text first", default_help="on")
     # model
     cell: str = option("lstm", "recurrent layer", choices=RNN)
-    units: int = option(128, "hidden units per recurrent layer (and direction)")
-    embed_dim: int = option(64, "word embedding size")
-    num_layers: int = option(1, "stacked recurrent layers")
+    units: int = option(128, "hidden units per recurrent layer (and direction)", range=AT_LEAST_1)
+    embed_dim: int = option(64, "word embedding size", range=AT_LEAST_1)
+    num_layers: int = option(1, "stacked recurrent layers", range=AT_LEAST_1)
     bidirectional: bool = option(False, "read the text in both directions")
     pooling: str = option("last", "how the sequence becomes one vector: the last state, the "
                           "mean, or attention", choices=POOLINGS)
     attention_units: int | None = option(None, "attention pooling: alignment size",
-                                         default_help="units // 2")
-    dropout: float = option(0.0, "dropout between layers")
+                                         default_help="units // 2", range=AT_LEAST_1)
+    dropout: float = option(0.0, "dropout between layers", range=FRACTION)
     residual: bool = option(False, "residual connections between stacked layers")
     # optimisation
     batch_size: int = 32
@@ -67,12 +70,6 @@ class ClassifyConfig(TrainConfig):
 
     def problems(self) -> list[str]:
         problems = super().problems()
-        problems += self.recurrent_problems("units", "embed_dim", "num_layers")
-        if self.pooling not in POOLINGS:
-            problems.append(f"pooling must be one of {', '.join(POOLINGS)} (got "
-                            f"{self.pooling!r})")
-        if self.max_len is not None and self.max_len < 1:
-            problems.append(f"max_len must be ≥ 1 or unset (got {self.max_len})")
         problems += split_problems(self.split_ratio, parts=(3,))  # evaluation needs a test split
         return problems
 

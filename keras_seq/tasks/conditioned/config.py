@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from keras_seq.data.splits import split_problems
-from keras_seq.training.config import TrainConfig, option
+from keras_seq.options import option
+from keras_seq.ranges import AT_LEAST_1, FRACTION
+from keras_seq.training.config import TrainConfig
 
 
 @dataclass
@@ -28,19 +30,19 @@ class ConditionedConfig(TrainConfig):
     shuffle: bool = option(False, "tsv: shuffle each condition's rows before the cut")
     unconditioned: bool = option(False, "train the baseline: every condition mapped to one "
                                  "label")
-    max_len: int = option(64, "tokens per training chunk")
+    max_len: int = option(64, "tokens per training chunk", range=AT_LEAST_1)
     max_vocab: int | None = option(None, "largest word vocabulary, special tokens included",
-                                   default_help="no limit")
+                                   default_help="no limit", range=AT_LEAST_1)
     min_count: int | None = option(2, "keep words seen at least this often in train (words "
-                                   "seen once become <unk>, so <unk> is learned)")
+                                   "seen once become <unk>, so <unk> is learned)", range=AT_LEAST_1)
     # model
     cell: str = option("lstm", "recurrent layer", choices=("rnn", "gru", "lstm"))
-    units: int = option(128, "hidden units per recurrent layer")
-    embed_dim: int = option(64, "word and condition embedding size")
-    num_layers: int = option(1, "stacked recurrent layers")
+    units: int = option(128, "hidden units per recurrent layer", range=AT_LEAST_1)
+    embed_dim: int = option(64, "word and condition embedding size", range=AT_LEAST_1)
+    num_layers: int = option(1, "stacked recurrent layers", range=AT_LEAST_1)
     mode: str = option("both", "where the condition enters: the initial state (init), every "
                        "step's input (input), or both", choices=("init", "input", "both"))
-    dropout: float = option(0.3, "dropout between layers")
+    dropout: float = option(0.3, "dropout between layers", range=FRACTION)
     # optimisation
     batch_size: int = 16
     epochs: int = 10
@@ -48,11 +50,6 @@ class ConditionedConfig(TrainConfig):
 
     def problems(self) -> list[str]:
         problems = super().problems()
-        problems += self.recurrent_problems("units", "embed_dim", "num_layers", "max_len")
-        if self.mode not in ("init", "input", "both"):
-            problems.append(f"mode must be init, input or both (got {self.mode!r})")
-        if self.grouping not in ("topics", "groups"):
-            problems.append(f"grouping must be topics or groups (got {self.grouping!r})")
         problems += split_problems(self.split_ratio, parts=(3,))  # every condition in test
         return problems
 

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from keras_seq.data.splits import DEFAULT_SPLIT, split_problems
-from keras_seq.training.config import TrainConfig, option
+from keras_seq.options import declared_range, option
+from keras_seq.ranges import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, SHARE
+from keras_seq.training.config import TrainConfig
 
 
 @dataclass
@@ -30,18 +32,19 @@ class LMConfig(TrainConfig):
                                   default_help="$KERAS_SEQ_DATA_DIR")
     tokenizer: str = option("word", "how text becomes tokens", choices=("char", "word", "subword"))
     max_vocab: int | None = option(None, "largest vocabulary, special tokens included "
-                                   "(char/word)", default_help="no limit")
+                                   "(char/word)", default_help="no limit", range=AT_LEAST_1)
     min_count: int | None = option(None, "keep tokens seen at least this often in train "
-                                   "(char/word)", default_help="1, every token")
+                                   "(char/word)", default_help="1, every token", range=AT_LEAST_1)
     vocab_size: int | None = option(None, "target WordPiece vocabulary size (subword)",
-                                    default_help="8000")
+                                    default_help="8000", range=AT_LEAST_1)
     lower: bool | None = option(None, "lower-case the text first (word/subword)",
                                 default_help="on")
     # model
     model: str = option("rnn", "rnn: a recurrent LM (--cell); nplm: Bengio et al.'s "
                         "feed-forward LM over a window of --context tokens",
                         choices=("rnn", "nplm"))
-    context: int = option(4, "nplm: previous tokens read (the n-gram order minus one)")
+    context: int = option(4, "nplm: previous tokens read (the n-gram order minus one)",
+                          range=AT_LEAST_1)
     nplm_direct: bool = option(False, "nplm: direct connections from the embeddings to the "
                                "output (W)")
     cell: str = option("lstm", "recurrent layer: keras-seq rnn/gru/lstm/lstmp (lstmp: an LSTM "
@@ -49,19 +52,24 @@ class LMConfig(TrainConfig):
                        choices=("rnn", "gru", "lstm", "lstmp", "keras-rnn", "keras-gru",
                                 "keras-lstm"))
     proj_units: int | None = option(None, "lstmp: projection size P ≤ units (the layer's "
-                                    "output and h)", default_help="none, lstmp needs one")
+                                    "output and h)", default_help="none, lstmp needs one",
+                                    range=AT_LEAST_1)
     cifg: bool = option(False, "coupled input-forget gate, i = 1 − f (lstm, lstmp)")
-    embed_dim: int = option(128, "token embedding size")
-    units: int = option(256, "hidden units per recurrent layer (nplm: hidden tanh units)")
-    num_layers: int = option(1, "stacked recurrent layers")
-    dropout: float = option(0.0, "dropout between layers (1 − keep_prob of the PTB tutorial)")
+    embed_dim: int = option(128, "token embedding size", range=AT_LEAST_1)
+    units: int = option(256, "hidden units per recurrent layer (nplm: hidden tanh units)",
+                        range=AT_LEAST_1)
+    num_layers: int = option(1, "stacked recurrent layers", range=AT_LEAST_1)
+    dropout: float = option(0.0, "dropout between layers (1 − keep_prob of the PTB tutorial)",
+                            range=FRACTION)
     tie_weights: bool = option(False, "share the embedding matrix with the output layer")
     variational_dropout: bool = option(False, "one --dropout mask per sequence (locked "
                                        "dropout), not one per step")
-    embed_dropout: float = option(0.0, "drop whole word types from the input embedding")
-    weight_dropout: float = option(0.0, "DropConnect on the recurrent kernels (weight drop)")
+    embed_dropout: float = option(0.0, "drop whole word types from the input embedding",
+                                  range=FRACTION)
+    weight_dropout: float = option(0.0, "DropConnect on the recurrent kernels (weight drop)",
+                                   range=FRACTION)
     init_scale: float | None = option(None, "initialise every weight uniform(−s, s) (PTB "
-                                      "recipe)", default_help="Keras' initialisers")
+                                      "recipe)", default_help="Keras' initialisers", range=POSITIVE)
     # wave 3 (issue 27): older runs read with these at their defaults
     added: ClassVar[tuple[str, ...]] = ("softmax", "cutoffs", "div_value", "steps_per_epoch",
                                         "eval_tokens")
@@ -72,61 +80,52 @@ class LMConfig(TrainConfig):
                                  "ids, e.g. 2000,10000", metavar="C1,C2",
                                  default_help="none, adaptive needs them")
     div_value: float = option(4.0, "adaptive: tail cluster i projects the features to "
-                              "features // div_value^(i+1)")
+                              "features // div_value^(i+1)", range=POSITIVE)
     # optimisation
-    bptt: int = option(35, "truncation length τ: steps back-propagated through")
+    bptt: int = option(35, "truncation length τ: steps back-propagated through",
+                       range=AT_LEAST_1)
     bptt_mode: str = option("truncated", "truncated: stateful TBPTT on the token stream; full: "
                             "whole lines, stateless", choices=("truncated", "full"))
-    batch_size: int = option(20, "token streams per batch (with --strategy: the global batch)")
+    batch_size: int = option(20, "token streams per batch (with --strategy: the global batch)",
+                             range=AT_LEAST_1)
     state_reset_prob: float = option(0.0, "truncated: chance that a stream's state is zeroed "
                                      "before a batch, so the model keeps meeting the zero "
-                                     "state it starts from at inference")
+                                     "state it starts from at inference", range=SHARE)
     epochs: int = 5
     optimizer: str = option("adam", "optimizer", choices=("sgd", "adam"))
     lr: float = 2e-3
-    lr_decay: float = option(1.0, "per-epoch learning-rate factor once decay starts (PTB)")
+    lr_decay: float = option(1.0, "per-epoch learning-rate factor once decay starts (PTB)",
+                             range=POSITIVE)
     decay_start: int = option(1, "epochs at the full learning rate before decaying (PTB "
-                              "max_epoch)")
+                              "max_epoch)", range=NON_NEGATIVE)
     clip_norm: float | None = 5.0  # global-norm clipping threshold θ; None = off
     max_steps_per_epoch: int | None = option(None, "cap on the batches of an epoch, every "
                                              "epoch the same first batches (smoke tests); "
                                              "--steps-per-epoch goes on through the data",
-                                             default_help="no cap")
+                                             default_help="no cap", range=AT_LEAST_1)
     steps_per_epoch: int | None = option(None, "batches per epoch; the next epoch goes on "
                                          "where this one stopped in the stream (TBPTT state "
                                          "carried), for corpora where one pass takes hours",
-                                         default_help="one pass")
+                                         default_help="one pass", range=AT_LEAST_1)
     eval_tokens: int | None = option(None, "validate each epoch on the first N tokens of the "
                                      "val split (the same sample every epoch, PPL with a 95% "
                                      "confidence interval); the whole split is evaluated when "
-                                     "training ends", default_help="the whole val split")
+                                     "training ends", default_help="the whole val split",
+                                     range=AT_LEAST_1)
     max_minutes: float | None = option(None, "stop once past this many minutes, mid-epoch if "
                                        "need be (committed there: --resume goes on from the "
-                                       "next batch)", default_help="no limit")
+                                       "next batch)", default_help="no limit", range=POSITIVE)
     seed: int = 1234
     # logging
-    log_every: int = option(50, "steps between gradient-norm and learning-rate scalars")
-    histogram_freq: int = option(1, "epochs between weight/activation histograms (0: off)")
-    sample_tokens: int = option(40, "tokens sampled into TensorBoard each epoch")
+    log_every: int = option(50, "steps between gradient-norm and learning-rate scalars",
+                            range=AT_LEAST_1)
+    histogram_freq: int = option(1, "epochs between weight/activation histograms (0: off)",
+                                 range=NON_NEGATIVE)
+    sample_tokens: int = option(40, "tokens sampled into TensorBoard each epoch",
+                                range=NON_NEGATIVE)
 
     def problems(self) -> list[str]:
         problems = super().problems()
-        if self.model not in ("rnn", "nplm"):
-            problems.append(f"model must be 'rnn' or 'nplm' (got {self.model!r})")
-        if self.context < 1:
-            problems.append(f"context must be ≥ 1 (got {self.context}); the NPLM reads that "
-                            "many previous tokens")
-        if self.bptt < 1:
-            problems.append(f"bptt must be ≥ 1 (got {self.bptt}); it is the truncation length τ")
-        if self.bptt_mode not in ("truncated", "full"):
-            problems.append(f"bptt_mode must be 'truncated' or 'full' (got {self.bptt_mode!r})")
-        if self.optimizer not in ("sgd", "adam"):
-            problems.append(f"optimizer must be 'sgd' or 'adam' (got {self.optimizer!r})")
-        for name in ("steps_per_epoch", "eval_tokens", "max_steps_per_epoch"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                      or value < 1):
-                problems.append(f"{name} must be a positive integer or unset (got {value!r})")
         if self.steps_per_epoch is not None and self.max_steps_per_epoch is not None:
             problems.append("steps_per_epoch and max_steps_per_epoch both set: "
                             "--steps-per-epoch N goes on through the stream epoch after epoch, "
@@ -135,11 +134,6 @@ class LMConfig(TrainConfig):
             problems.append(f"steps_per_epoch is for one device (got strategy "
                             f"{self.strategy}): replicas reset their stream rows at each "
                             "epoch start; bound a distributed epoch with --max-steps-per-epoch")
-        if not 0 <= self.state_reset_prob <= 1:
-            problems.append(f"state_reset_prob must be in [0, 1] (got {self.state_reset_prob})")
-        for name in ("dropout", "embed_dropout", "weight_dropout"):
-            if not 0 <= getattr(self, name) < 1:
-                problems.append(f"{name} must be in [0, 1) (got {getattr(self, name)})")
         problems += self._projection_problems()
         problems += self._softmax_problems()
         problems += split_problems(self.split_ratio)
@@ -161,10 +155,8 @@ class LMConfig(TrainConfig):
             problems.append(f"proj_units is for cell 'lstmp' only (got cell {self.cell!r} "
                             f"with proj_units={self.proj_units}); use --cell lstmp or drop "
                             "--proj-units")
-        elif not isinstance(self.proj_units, int) or isinstance(self.proj_units, bool) \
-                or self.proj_units < 1:
-            problems.append(f"proj_units must be a positive integer (got {self.proj_units!r})")
-        elif self.proj_units > self.units:
+        elif self.proj_units in declared_range(LMConfig, "proj_units") and \
+                self.proj_units > self.units:
             problems.append(f"proj_units must be ≤ units (got proj_units={self.proj_units}, "
                             f"units={self.units}); the projection maps the units down")
         if self.cifg and self.cell not in ("lstm", "lstmp"):
@@ -174,8 +166,6 @@ class LMConfig(TrainConfig):
     def _softmax_problems(self) -> list[str]:
         """``softmax`` / ``cutoffs`` / ``div_value`` (the vocabulary size is checked when the
         model is built, once the tokenizer knows it)."""
-        if self.softmax not in ("full", "adaptive"):
-            return [f"softmax must be 'full' or 'adaptive' (got {self.softmax!r})"]
         if self.softmax == "full":
             return ([] if self.cutoffs is None else
                     [f"cutoffs {self.cutoffs!r} are for softmax 'adaptive'; add --softmax "
@@ -186,8 +176,6 @@ class LMConfig(TrainConfig):
         if self.tie_weights:
             problems.append("softmax 'adaptive' has its own output weights: drop "
                             "--tie-weights")
-        if not self.div_value > 0:
-            problems.append(f"div_value must be > 0 (got {self.div_value})")
         try:
             cuts = [int(c) for c in str(self.cutoffs or "").split(",") if c.strip()]
         except ValueError:
