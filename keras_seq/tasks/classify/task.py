@@ -11,6 +11,7 @@ negation distance of ``reviews-negation``), the accuracy per group.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
@@ -100,6 +101,23 @@ def evaluate_run(run_dir, split: str = "test", plot_dir=None) -> dict:
     return result
 
 
+@dataclass
+class ClassifyState:
+    """What :meth:`ClassifyTask.prepare` hands to the task's other methods.
+
+    Attributes:
+        data: the task's splits (:func:`task_data`).
+        tokenizer: the word tokenizer fitted on train (or loaded, resuming).
+        labels: the label vocabulary.
+        encoded: ``{split: (word ids per text, label ids)}`` of the non-empty splits.
+    """
+
+    data: object
+    tokenizer: object
+    labels: Labels
+    encoded: dict
+
+
 class ClassifyTask(trainer.Task):
     """N→1: one label per text."""
 
@@ -136,31 +154,30 @@ class ClassifyTask(trainer.Task):
                    for split, pairs in data.splits.items() if pairs}
         return Prepared(artifacts={"tokenizer.json": tokenizer, LABELS_FILE: labels},
                         chance_loss=math.log(len(labels)), notes=notes,
-                        data={"data": data, "tokenizer": tokenizer, "labels": labels,
-                              "encoded": encoded})
+                        state=ClassifyState(data, tokenizer, labels, encoded))
 
     def build_model(self, config: ClassifyConfig, prepared: Prepared):
-        return build_model(config, prepared.data["tokenizer"].vocab_size,
-                           len(prepared.data["labels"]))
+        return build_model(config, prepared.state.tokenizer.vocab_size,
+                           len(prepared.state.labels))
 
     def fit_plan(self, config: ClassifyConfig, prepared: Prepared, initial_epoch: int,
                  printer, start_batch: int = 0) -> FitPlan:
-        encoded = prepared.data["encoded"]
+        encoded = prepared.state.encoded
         train = example_batches(*encoded["train"], config.batch_size, seed=config.seed)
         val = (example_batches(*encoded["val"], config.batch_size, seed=None)
                if "val" in encoded else [])
         kwargs = fit_kwargs(train, val, config.seed, initial_epoch, start_batch=start_batch)
-        described = prepared.data["data"].describe()
+        described = prepared.state.data.describe()
         printer(f"{config.data}: {described['sizes']}, labels {described['labels']}; "
                 f"{len(train)} steps/epoch")
         return FitPlan(kwargs, len(train), items_per_step=config.batch_size, unit="examples")
 
     def results(self, config: ClassifyConfig, prepared: Prepared, run_dir: Path,
                 model) -> dict:
-        out = {"task": config.data, "data": prepared.data["data"].describe(),
-               "tokenizer": prepared.data["tokenizer"].describe()}
+        out = {"task": config.data, "data": prepared.state.data.describe(),
+               "tokenizer": prepared.state.tokenizer.describe()}
         for split in ("val", "test"):
-            if prepared.data["data"].splits.get(split):
+            if prepared.state.data.splits.get(split):
                 out[split] = evaluate_run(run_dir, split)
         return out
 

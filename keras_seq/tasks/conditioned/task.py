@@ -11,6 +11,7 @@ test perplexity over the same target tokens in both cases, and a sample per cond
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
@@ -119,6 +120,23 @@ def evaluate_run(run_dir, split: str = "test") -> dict:
                             "data_sha256": data.sha256}}
 
 
+@dataclass
+class ConditionedState:
+    """What :meth:`ConditionedTask.prepare` hands to the task's other methods.
+
+    Attributes:
+        data: the task's paragraphs and conditions (:func:`task_data`).
+        tokenizer: the word tokenizer fitted on train (or loaded, resuming).
+        conditions: the condition vocabulary.
+        encoded: ``{"train"|"val": [(condition id, ids), …]}``.
+    """
+
+    data: object
+    tokenizer: object
+    conditions: Labels
+    encoded: dict
+
+
 class ConditionedTask(trainer.Task):
     """1→N: a label conditions every token of a language model."""
 
@@ -144,23 +162,22 @@ class ConditionedTask(trainer.Task):
             raise KerasSeqError(f"{config.data} has no training text")
         return Prepared(artifacts={"tokenizer.json": tokenizer, LABELS_FILE: conditions},
                         chance_loss=math.log(tokenizer.vocab_size),
-                        data={"data": data, "tokenizer": tokenizer, "conditions": conditions,
-                              "encoded": encoded})
+                        state=ConditionedState(data, tokenizer, conditions, encoded))
 
     def build_model(self, config: ConditionedConfig, prepared: Prepared):
-        return build_model(config, prepared.data["tokenizer"].vocab_size,
-                           len(prepared.data["conditions"]))
+        return build_model(config, prepared.state.tokenizer.vocab_size,
+                           len(prepared.state.conditions))
 
     def fit_plan(self, config: ConditionedConfig, prepared: Prepared, initial_epoch: int,
                  printer, start_batch: int = 0) -> FitPlan:
-        encoded = prepared.data["encoded"]
+        encoded = prepared.state.encoded
         train = conditioned_batches(encoded["train"], config.batch_size, seed=config.seed,
                                     max_len=config.max_len)
         val = conditioned_batches(encoded["val"], config.batch_size, seed=None,
                                   max_len=config.max_len) if encoded["val"] else []
         kwargs = fit_kwargs(train, val, config.seed, initial_epoch, start_batch=start_batch)
         tokens = sum(float(w.sum()) for _, _, w in train)
-        conditions = 1 if config.unconditioned else len(prepared.data["conditions"])
+        conditions = 1 if config.unconditioned else len(prepared.state.conditions)
         printer(f"{config.data}: {conditions} condition(s), {len(encoded['train']):,} training "
                 f"paragraphs ({tokens:,.0f} target tokens)")
         return FitPlan(kwargs, len(train), items_per_step=tokens / len(train), unit="tokens")
@@ -168,10 +185,10 @@ class ConditionedTask(trainer.Task):
     def results(self, config: ConditionedConfig, prepared: Prepared, run_dir: Path,
                 model) -> dict:
         out = {"task": config.data, "conditioned": not config.unconditioned,
-               "data": prepared.data["data"].describe(),
-               "tokenizer": prepared.data["tokenizer"].describe()}
+               "data": prepared.state.data.describe(),
+               "tokenizer": prepared.state.tokenizer.describe()}
         for split in ("val", "test"):
-            if prepared.data["data"].splits.get(split):
+            if prepared.state.data.splits.get(split):
                 out[split] = evaluate_run(run_dir, split)
         return out
 

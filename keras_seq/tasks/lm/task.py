@@ -13,6 +13,7 @@ learning rate), ``tensorboard/samples`` (text sampled each epoch) and
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
@@ -239,6 +240,22 @@ def _distributed_plan(config: LMConfig, train_ids, val_ids, strategy, printer) -
     return FitPlan(kwargs, steps, items_per_step=B * T, unit="tokens")
 
 
+@dataclass
+class LMState:
+    """What :meth:`LMTask.prepare` hands to the task's other methods.
+
+    Attributes:
+        tokenizer: fitted on train (or loaded, resuming).
+        corpus: the text corpus or the prepared (memory-mapped) one.
+        train_ids, val_ids: the splits' token ids.
+    """
+
+    tokenizer: object
+    corpus: object
+    train_ids: np.ndarray
+    val_ids: np.ndarray
+
+
 class LMTask(trainer.Task):
     """Next-token language modelling with stateful truncated (or full) BPTT."""
 
@@ -257,15 +274,14 @@ class LMTask(trainer.Task):
         return Prepared(artifacts={"tokenizer.json": tokenizer},
                         chance_loss=math.log(tokenizer.vocab_size),
                         notes=[("unk-unseen", warning)] if warning else [],
-                        data={"tokenizer": tokenizer, "corpus": corpus, "train_ids": train_ids,
-                              "val_ids": val_ids})
+                        state=LMState(tokenizer, corpus, train_ids, val_ids))
 
     def build_model(self, config: LMConfig, prepared: Prepared):
-        return build_model(config, prepared.data["tokenizer"].vocab_size)
+        return build_model(config, prepared.state.tokenizer.vocab_size)
 
     def fit_plan(self, config: LMConfig, prepared: Prepared, initial_epoch: int,
                  printer, start_batch: int = 0) -> FitPlan:
-        train_ids, val_ids = prepared.data["train_ids"], prepared.data["val_ids"]
+        train_ids, val_ids = prepared.state.train_ids, prepared.state.val_ids
         B, T = config.batch_size, config.bptt
         if config.eval_tokens:  # validation is the sample's (_SampleValidation), not fit's
             val_ids = np.array([], np.int32)
@@ -278,7 +294,7 @@ class LMTask(trainer.Task):
             kwargs = fit_kwargs(train, val, config.seed, initial_epoch, steps,
                                 start_batch=start_batch)
             return FitPlan(kwargs, steps, items_per_step=B, unit="tokens")
-        strategy = prepared.data.get("strategy")
+        strategy = prepared.strategy
         if strategy is not None:
             if config.model != "rnn" or config.bptt_mode != "truncated":
                 raise KerasSeqError("--strategy mirrored|multi-worker trains the RNN LM with "
@@ -297,7 +313,7 @@ class LMTask(trainer.Task):
                 printer(f"note: val split too short for batch {B} × bptt {T}; no validation "
                         "in fit")
             return FitPlan(kwargs, steps, items_per_step=B * T, unit="tokens")
-        eos_id = prepared.data["tokenizer"].eos_id
+        eos_id = prepared.state.tokenizer.eos_id
         if eos_id is None:
             raise KerasSeqError("full-BPTT mode trains on whole lines and needs a word or "
                                 "subword tokenizer (char has no line token)")
@@ -320,19 +336,19 @@ class LMTask(trainer.Task):
         tb_dir = run_dir / "tensorboard"
         first = []
         if config.bptt_mode == "truncated" and config.model == "rnn":
-            if prepared.data.get("strategy") is not None:  # replicas: zeroed at epoch starts
+            if prepared.strategy is not None:  # replicas: zeroed at epoch starts
                 first.append(cb.ResetStatesCallback())
             else:  # zeroed where the stream starts: epochs may be shorter than one pass
-                n = stream_batches(config, len(prepared.data["train_ids"]))
+                n = stream_batches(config, len(prepared.state.train_ids))
                 first.append(cb.ResetStatesCallback(n, config.steps_per_epoch or n))
             if config.state_reset_prob:
                 first.append(cb.RowStateResets(config.state_reset_prob, config.seed))
         if config.optimizer == "sgd" or config.lr_decay != 1.0:
             first.append(cb.PTBLearningRate(config.lr, config.lr_decay, config.decay_start))
         middle = [cb.GradientNormLogger(tb_dir / "diagnostics", every=config.log_every),
-                  _SampleWriter(prepared.data["tokenizer"], tb_dir / "samples",
+                  _SampleWriter(prepared.state.tokenizer, tb_dir / "samples",
                                 config.sample_tokens, config.seed)]
-        val_ids, T = prepared.data["val_ids"], config.bptt
+        val_ids, T = prepared.state.val_ids, config.bptt
         if config.eval_tokens and len(val_ids) > 2:
             middle.append(_SampleValidation(val_ids[: config.eval_tokens + 1], T))
         elif config.eval_tokens:
@@ -350,9 +366,9 @@ class LMTask(trainer.Task):
         return (lambda: sampler.last) if sampler.n_tokens else None
 
     def results(self, config: LMConfig, prepared: Prepared, run_dir: Path, model) -> dict:
-        tokenizer, corpus = prepared.data["tokenizer"], prepared.data["corpus"]
+        tokenizer, corpus = prepared.state.tokenizer, prepared.state.corpus
         results = {"tokenizer": tokenizer.describe(), "corpus": corpus.describe()}
-        if config.eval_tokens and prepared.data.get("stopped_mid_epoch"):
+        if config.eval_tokens and prepared.stopped_mid_epoch:
             # a bounded validation was asked for: the whole splits wait for the end
             results["evaluation"] = "the val and test splits are evaluated when training ends"
             return results

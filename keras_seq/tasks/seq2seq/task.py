@@ -14,6 +14,7 @@ config is in :mod:`.config`, the data in :mod:`.data`, evaluation in :mod:`.eval
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
@@ -101,6 +102,26 @@ class Seq2SeqMonitor(keras.callbacks.Callback):
 # The task
 
 
+@dataclass
+class Seq2SeqState:
+    """What :meth:`Seq2SeqTask.prepare` hands to the task's other methods.
+
+    Attributes:
+        data: the task's pairs (:func:`~keras_seq.tasks.seq2seq.data.task_data`).
+        src_tok, tgt_tok: the source and target tokenizers.
+        train, val: the encoded pairs that fit the length limits.
+        monitor: the per-epoch exact-match callback, once :meth:`Seq2SeqTask.callbacks`
+            made it (its ``reached`` goes into the results).
+    """
+
+    data: object
+    src_tok: object
+    tgt_tok: object
+    train: list
+    val: list
+    monitor: object = None
+
+
 class Seq2SeqTask(trainer.Task):
     """Unaligned N→M: encoder–decoder with teacher forcing, greedy exact match per epoch."""
 
@@ -133,24 +154,23 @@ class Seq2SeqTask(trainer.Task):
         return Prepared(
             artifacts={"source_tokenizer.json": src_tok, "target_tokenizer.json": tgt_tok},
             chance_loss=math.log(tgt_tok.vocab_size),
-            data={"data": data, "src_tok": src_tok, "tgt_tok": tgt_tok, "train": train,
-                  "val": val})
+            state=Seq2SeqState(data, src_tok, tgt_tok, train, val))
 
     def build_model(self, config: Seq2SeqConfig, prepared: Prepared):
-        return build_model(config, prepared.data["src_tok"].vocab_size,
-                           prepared.data["tgt_tok"].vocab_size)
+        return build_model(config, prepared.state.src_tok.vocab_size,
+                           prepared.state.tgt_tok.vocab_size)
 
     def fit_plan(self, config: Seq2SeqConfig, prepared: Prepared, initial_epoch: int,
                  printer, start_batch: int = 0) -> FitPlan:
-        train, val = prepared.data["train"], prepared.data["val"]
-        bos, eos = Seq2Seq.special_ids(prepared.data["tgt_tok"].vocab_size)
+        train, val = prepared.state.train, prepared.state.val
+        bos, eos = Seq2Seq.special_ids(prepared.state.tgt_tok.vocab_size)
         train_batches = make_batches(train, config.batch_size, bos, eos, seed=config.seed)
         steps = config.steps_per_epoch or len(train_batches)
         val_batches = make_batches(val, config.batch_size, bos, eos, seed=None) if val else []
         printer(f"{config.attention} seq2seq: {len(train):,} training pairs, {steps} "
                 "steps/epoch")
         kwargs = fit_kwargs(train_batches, val_batches, config.seed, initial_epoch, steps,
-                            strategy=prepared.data.get("strategy"), start_batch=start_batch)
+                            strategy=prepared.strategy, start_batch=start_batch)
         return FitPlan(kwargs, steps, items_per_step=config.batch_size, unit="pairs")
 
     def describe_model(self, model) -> str:
@@ -159,23 +179,23 @@ class Seq2SeqTask(trainer.Task):
 
     def callbacks(self, config: Seq2SeqConfig, prepared: Prepared, run_dir: Path,
                   report: list, printer):
-        monitor = Seq2SeqMonitor(prepared.data["src_tok"], prepared.data["tgt_tok"],
-                                 prepared.data["data"].splits["val"][: config.eval_size],
+        monitor = Seq2SeqMonitor(prepared.state.src_tok, prepared.state.tgt_tok,
+                                 prepared.state.data.splits["val"][: config.eval_size],
                                  run_dir / "tensorboard" / "attention",
                                  images=config.attention_images,
                                  target_exact_match=config.target_exact_match, printer=printer)
-        prepared.data["monitor"] = monitor
+        prepared.state.monitor = monitor
         return [], [monitor]
 
     def results(self, config: Seq2SeqConfig, prepared: Prepared, run_dir: Path,
                 model) -> dict:
-        src_tok, tgt_tok = prepared.data["src_tok"], prepared.data["tgt_tok"]
+        src_tok, tgt_tok = prepared.state.src_tok, prepared.state.tgt_tok
         test = evaluate_run(run_dir, "test")
         return {"format": RUN_FORMAT, "task": config.data, "attention": config.attention,
                 "params": model.param_report(),
-                "target_reached": prepared.data["monitor"].reached,
+                "target_reached": prepared.state.monitor.reached,
                 "source_tokenizer": src_tok.describe(), "target_tokenizer": tgt_tok.describe(),
-                "data": prepared.data["data"].describe(),
+                "data": prepared.state.data.describe(),
                 "test": {k: v for k, v in test.items() if not k.startswith("_")}}
 
     def result_lines(self, results: dict) -> list[str]:

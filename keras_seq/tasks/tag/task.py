@@ -12,6 +12,7 @@ informative tags and, for BIO tags, span F1.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
@@ -87,6 +88,23 @@ def evaluate_run(run_dir, split: str = "test") -> dict:
                             "data_sha256": data.sha256}}
 
 
+@dataclass
+class TagState:
+    """What :meth:`TagTask.prepare` hands to the task's other methods.
+
+    Attributes:
+        data: the task's splits (:func:`task_data`).
+        tokenizer: the word tokenizer fitted on the training words (or loaded, resuming).
+        tags: the tag vocabulary.
+        encoded: ``{split: (word ids per sentence, tag ids per sentence)}``.
+    """
+
+    data: object
+    tokenizer: object
+    tags: Labels
+    encoded: dict
+
+
 class TagTask(trainer.Task):
     """Aligned N→N: one tag per word."""
 
@@ -116,30 +134,29 @@ class TagTask(trainer.Task):
         return Prepared(artifacts={"tokenizer.json": tokenizer, LABELS_FILE: tags},
                         chance_loss=math.log(len(tags)),
                         notes=[("data", note) for note in data.notes],
-                        data={"data": data, "tokenizer": tokenizer, "tags": tags,
-                              "encoded": encoded})
+                        state=TagState(data, tokenizer, tags, encoded))
 
     def build_model(self, config: TagConfig, prepared: Prepared):
-        return build_model(config, prepared.data["tokenizer"].vocab_size,
-                           len(prepared.data["tags"]))
+        return build_model(config, prepared.state.tokenizer.vocab_size,
+                           len(prepared.state.tags))
 
     def fit_plan(self, config: TagConfig, prepared: Prepared, initial_epoch: int,
                  printer, start_batch: int = 0) -> FitPlan:
-        encoded = prepared.data["encoded"]
+        encoded = prepared.state.encoded
         train = example_batches(*encoded["train"], config.batch_size, seed=config.seed)
         val = (example_batches(*encoded["val"], config.batch_size, seed=None)
                if "val" in encoded else [])
         kwargs = fit_kwargs(train, val, config.seed, initial_epoch, start_batch=start_batch)
         words = sum(len(x) for x in encoded["train"][0])
         printer(f"{config.data}: {len(encoded['train'][0]):,} training sentences "
-                f"({words:,} words), {len(prepared.data['tags'])} tags "
-                f"({prepared.data['data'].scheme})")
+                f"({words:,} words), {len(prepared.state.tags)} tags "
+                f"({prepared.state.data.scheme})")
         return FitPlan(kwargs, len(train), items_per_step=words / len(train), unit="tokens")
 
     def results(self, config: TagConfig, prepared: Prepared, run_dir: Path, model) -> dict:
-        data = prepared.data["data"]
+        data = prepared.state.data
         out = {"task": config.data, "data": data.describe(),
-               "tokenizer": prepared.data["tokenizer"].describe()}
+               "tokenizer": prepared.state.tokenizer.describe()}
         for split in ("val", "test"):
             if data.splits.get(split):
                 out[split] = evaluate_run(run_dir, split)
