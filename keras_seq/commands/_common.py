@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import math
 import sys
 from pathlib import Path
@@ -16,8 +15,11 @@ from pathlib import Path
 from keras_seq.atomic import json_safe
 from keras_seq.data.corpus import EMBEDDED, REGISTRY
 from keras_seq.data.splits import DEFAULT_SPLIT, SPLITS
-from keras_seq.errors import KerasSeqError
-from keras_seq.keyboard import format_metrics
+from keras_seq.keyboard import (  # noqa: F401  (add_keyboard_args re-exported)
+    add_keyboard_args,
+    format_metrics,
+    outcomes_or_note,
+)
 from keras_seq.ranges import (  # noqa: F401  (re-exported: the commands import them here)
     AT_LEAST_1,
     FRACTION,
@@ -27,7 +29,11 @@ from keras_seq.ranges import (  # noqa: F401  (re-exported: the commands import 
     SHARE,
     Range,
 )
-from keras_seq.tables import print_table  # noqa: F401  (re-exported for the commands)
+from keras_seq.tables import (  # noqa: F401  (re-exported for the commands)
+    add_json_arg,
+    print_json,
+    print_table,
+)
 
 
 def add_data_args(parser: argparse.ArgumentParser, default: str | None = EMBEDDED) -> None:
@@ -142,44 +148,16 @@ def use_backend(args) -> str:
     return args.backend
 
 
-def add_json_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
-                        help="print machine-readable JSON")
-
-
-def add_keyboard_args(parser: argparse.ArgumentParser) -> None:
-    """``--keyboard/--no-keyboard`` and ``--suggestions K`` (docs/keyboard.md)."""
-    parser.add_argument("--keyboard", action=argparse.BooleanOptionalAction, default=None,
-                        help="top-1/top-3 next-word accuracy, completion after 1 and 2 "
-                             "letters and keystroke savings (docs/keyboard.md); default: "
-                             "wherever the run's words allow (a word tokenizer on text)")
-    parser.add_argument("--suggestions", type=int, default=3, metavar="K",
-                        help="the suggestion strip's size for --keyboard (default: 3)")
-
-
 def keyboard_or_note(args, compute):
     """``compute()``'s :class:`~keras_seq.keyboard.KeyboardOutcomes`; None with
     ``--no-keyboard``, or with a note on stderr where they cannot be measured and
     ``--keyboard`` was not asked for (then the error stands)."""
-    if args.keyboard is False:
-        return None
-    try:
-        return compute()
-    except KerasSeqError as error:
-        if args.keyboard:
-            raise
-        print(f"keyboard metrics skipped: {error}", file=sys.stderr)
-        return None
+    return outcomes_or_note(args.keyboard, compute)
 
 
 def print_keyboard(metrics: dict | None) -> None:
     if metrics:
         print(format_metrics(metrics))
-
-
-def print_json(payload) -> None:
-    json.dump(payload, sys.stdout, indent=2, ensure_ascii=False, default=str)
-    sys.stdout.write("\n")
 
 
 def config_overrides(args, config_cls, base: dict) -> dict:
@@ -197,7 +175,7 @@ def config_overrides(args, config_cls, base: dict) -> dict:
     return base
 
 
-def group_parser(subparsers, name: str, help_text: str):
+def group_parser(subparsers, name: str, help_text: str, metavar: str = "MODEL"):
     """The sub-parsers of a command group such as ``train`` or ``eval``.
 
     Several command modules add models to the same group (``train lm``, ``train seq2seq``),
@@ -206,7 +184,7 @@ def group_parser(subparsers, name: str, help_text: str):
     groups = subparsers.__dict__.setdefault("_keras_seq_groups", {})
     if name not in groups:
         parser = subparsers.add_parser(name, help=help_text)
-        groups[name] = parser.add_subparsers(dest=f"{name}_command", metavar="MODEL")
+        groups[name] = parser.add_subparsers(dest=f"{name}_command", metavar=metavar)
         parser.set_defaults(func=lambda args: parser.print_help() or 2)
     return groups[name]
 

@@ -20,6 +20,7 @@ import numpy as np
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.classifier import SequenceClassifier
+from keras_seq.tables import print_json, table_lines
 from keras_seq.tasks._common import (
     LABELS_FILE,
     Labels,
@@ -27,6 +28,7 @@ from keras_seq.tasks._common import (
     example_batches,
     fit_kwargs,
     load_labelled_run,
+    texts_or_stdin,
 )
 from keras_seq.tasks.classify import metrics
 from keras_seq.tasks.classify.config import ClassifyConfig
@@ -116,6 +118,40 @@ class ClassifyState:
     tokenizer: object
     labels: Labels
     encoded: dict
+
+
+def eval_lines(result: dict) -> list[str]:
+    """What ``keras-seq eval classify`` prints: accuracy and macro-F1, the confusion table,
+    the accuracy per group (where the data has groups) and the confusion PNG."""
+    lines = [f"{result['split']} ({result['n']:,} examples): accuracy "
+             f"{100 * result['accuracy']:.2f}%, macro-F1 {100 * result['macro_f1']:.2f}%",
+             *table_lines(metrics.confusion_table(result["report"]))]
+    if result.get("by_group"):
+        lines += table_lines([{"group": str(g), "n": v["n"], "accuracy %": 100 * v["accuracy"]}
+                              for g, v in result["by_group"].items()])
+    return [*lines, f"confusion matrix: {result['confusion_png']}"]
+
+
+def predict(args) -> int:
+    """``keras-seq predict`` on a classify run: the ``--top`` labels of each text with
+    their scores (``--json``: one row per text)."""
+    if args.top < 1:
+        raise KerasSeqError(f"--top must be ≥ 1, got {args.top}")
+    texts = texts_or_stdin(args.text, "nothing to predict; pass texts as arguments or on "
+                                      "stdin")
+    config, tokenizer, labels, model = load_run(args.run_dir)
+    rows = []
+    for text, p in zip(texts, predict_proba(model, tokenizer, texts, config.max_len)):
+        best = p.argsort()[::-1][: args.top]
+        rows.append({"text": text, "labels": labels.names(best),
+                     "scores": [round(float(p[i]), 4) for i in best]})
+    if args.json:
+        print_json(rows)
+        return 0
+    for r in rows:
+        shown = ", ".join(f"{name} {s:.3f}" for name, s in zip(r["labels"], r["scores"]))
+        print(f"{shown}\t{r['text']}")
+    return 0
 
 
 class ClassifyTask(trainer.Task):

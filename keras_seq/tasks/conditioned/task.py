@@ -21,7 +21,7 @@ from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.conditioned_lm import ConditionedLM
 from keras_seq.models.perplexity import Perplexity
-from keras_seq.sampling import TopKSampler
+from keras_seq.sampling import TopKSampler, make_sampler
 from keras_seq.tasks._common import (
     LABELS_FILE,
     Labels,
@@ -135,6 +135,35 @@ class ConditionedState:
     tokenizer: object
     conditions: Labels
     encoded: dict
+
+
+def eval_lines(result: dict) -> list[str]:
+    """What ``keras-seq eval conditioned`` prints: perplexity, overall and by position in
+    the paragraph, and the sample of each condition."""
+    return [f"{result['split']}: PPL {result['ppl']:.2f} ({result['nats']:.4f} nats) over "
+            f"{result['tokens']:,} tokens, "
+            f"{'conditioned' if result['conditioned'] else 'unconditioned'}",
+            "by position in the paragraph: " + ", ".join(
+                f"{b['positions']}: PPL {b['ppl']:.1f}" for b in result["by_position"]),
+            *(f"  [{name}] {text}" for name, text in result["samples"].items())]
+
+
+def generate(args) -> int:
+    """``keras-seq generate`` on a conditioned run: a paragraph for ``--condition`` (or
+    for each condition), one line each."""
+    sampler = make_sampler(args.sampler, args.temperature, args.top_k, args.top_p)
+    config, tokenizer, conditions, model = load_run(args.run_dir)
+    if args.prompt:
+        raise KerasSeqError("--prompt is not supported for conditioned runs; pass --condition")
+    if args.condition is not None and args.condition not in conditions.index:
+        raise KerasSeqError(f"unknown condition {args.condition!r}; this run knows "
+                            f"{', '.join(conditions.list)}")
+    names = [args.condition] if args.condition is not None else conditions.list
+    for name in names:
+        cid = 0 if config.unconditioned else conditions.index[name]
+        text = generate_text(model, tokenizer, cid, args.max_tokens, args.seed, sampler)
+        print(f"[{name}] {text}")
+    return 0
 
 
 class ConditionedTask(trainer.Task):

@@ -13,6 +13,7 @@ learning rate), ``tensorboard/samples`` (text sampled each epoch) and
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,11 +22,13 @@ import numpy as np
 
 from keras_seq.data.batching import StreamLayout, stream_arrays, stream_dataset
 from keras_seq.errors import KerasSeqError
+from keras_seq.keyboard import format_metrics, outcomes_or_note
 from keras_seq.models.nplm import NPLM
 from keras_seq.models.perplexity import Perplexity
 from keras_seq.models.rnn_lm import RecurrentLM
-from keras_seq.sampling import TopKSampler
+from keras_seq.sampling import TopKSampler, make_sampler
 from keras_seq.tasks._common import batches_dataset, compile_options, fit_kwargs
+from keras_seq.tasks.lm import evaluation
 from keras_seq.tasks.lm.config import LMConfig
 from keras_seq.tasks.lm.data import (
     corpus_for,
@@ -37,11 +40,13 @@ from keras_seq.tasks.lm.data import (
     window_batches,
 )
 from keras_seq.tasks.lm.evaluation import (
-    evaluate_run,
     evaluate_stream,
     evaluate_windows,
     generate_tokens,
+    keyboard_outcomes,
+    load_run,
     perplexity_interval,
+    stream_to_stdout,
 )
 from keras_seq.training import callbacks as cb
 from keras_seq.training import distribute, trainer
@@ -374,7 +379,7 @@ class LMTask(trainer.Task):
             return results
         for split in ("val", "test"):
             if has_text(corpus, split):
-                results[split] = evaluate_run(run_dir, split).to_dict()
+                results[split] = evaluation.evaluate_run(run_dir, split).to_dict()
         return results
 
     def result_lines(self, results: dict) -> list[str]:
@@ -406,3 +411,45 @@ def train_lm(config: LMConfig, run_dir: str | Path, resume: bool = False,
 
 def format_results(results: dict) -> str:
     return trainer.format_results(results, TASK)
+
+
+# ----------------------------------------------------------------------------------------
+# The commands: eval and generate
+
+
+def evaluate_run(run_dir: str | Path, split: str = "val", keyboard: bool | None = None,
+                 suggestions: int = 3) -> dict:
+    """What ``keras-seq eval lm`` reports: the perplexity of the split with its state
+    carried over (:func:`keras_seq.tasks.lm.evaluation.evaluate_run`, as a dict) and the
+    keyboard metrics with ``suggestions`` suggestions (``keyboard`` None: where the run's
+    words allow, else a note on stderr; False: not measured; ``"keyboard"`` is then None).
+    """
+    result = evaluation.evaluate_run(run_dir, split)
+    outcomes = outcomes_or_note(keyboard, lambda: keyboard_outcomes(run_dir, split,
+                                                                    suggestions))
+    return {**result.to_dict(), "keyboard": outcomes.metrics() if outcomes else None}
+
+
+def eval_lines(result: dict) -> list[str]:
+    """What ``keras-seq eval lm`` prints: cross-entropy and perplexity, the keyboard
+    metrics, the fingerprint."""
+    fingerprint = result["fingerprint"]
+    lines = [f"{fingerprint['split']}: cross-entropy {result['nats']:.4f} nats "
+             f"({result['bits']:.3f} bits), PPL {result['ppl']:.2f} over "
+             f"{result['tokens']:,} tokens ({result['oov']:,} <unk>)"]
+    if result.get("keyboard"):
+        lines.append(format_metrics(result["keyboard"]))
+    return lines + [f"fingerprint {fingerprint['tokenizer']}, corpus {fingerprint['corpus']} "
+                    f"({fingerprint['corpus_sha256'][:12]}…)"]
+
+
+def generate(args) -> int:
+    """``keras-seq generate`` on an lm run: ``--prompt`` continued token by token on
+    stdout."""
+    sampler = make_sampler(args.sampler, args.temperature, args.top_k, args.top_p)
+    _, tokenizer, model = load_run(args.run_dir)
+    sys.stdout.write(args.prompt)
+    generate_tokens(model, tokenizer, args.prompt, args.max_tokens, sampler, args.seed,
+                    on_token=stream_to_stdout(tokenizer))
+    sys.stdout.write("\n")
+    return 0

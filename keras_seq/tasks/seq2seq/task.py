@@ -14,6 +14,7 @@ config is in :mod:`.config`, the data in :mod:`.data`, evaluation in :mod:`.eval
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,9 +24,11 @@ import numpy as np
 from keras_seq.data.tokenizers import load_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.seq2seq import Seq2Seq
-from keras_seq.tasks._common import compile_options, fit_kwargs
+from keras_seq.tables import table_lines
+from keras_seq.tasks._common import compile_options, fit_kwargs, texts_or_stdin
 from keras_seq.tasks.seq2seq.config import Seq2SeqConfig
 from keras_seq.tasks.seq2seq.data import encode_pairs, fit_tokenizers, make_batches, task_data
+from keras_seq.tasks.seq2seq.decoding import translate as decode_texts
 from keras_seq.tasks.seq2seq.evaluation import evaluate_pairs, evaluate_run, load_run, tokens_of
 from keras_seq.training import trainer
 from keras_seq.training.summaries import SummaryWriter
@@ -33,7 +36,7 @@ from keras_seq.training.trainer import FitPlan, Prepared
 
 RUN_FORMAT = "keras-seq-seq2seq-run"
 __all__ = ["Seq2SeqConfig", "TASK", "train_seq2seq", "evaluate_run", "load_run",
-           "format_results"]
+           "eval_lines", "translate", "format_results"]
 
 
 # ----------------------------------------------------------------------------------------
@@ -224,3 +227,62 @@ def train_seq2seq(config: Seq2SeqConfig, run_dir, resume: bool = False, verbose:
 
 def format_results(results: dict) -> str:
     return trainer.format_results(results, TASK)
+
+
+# ----------------------------------------------------------------------------------------
+# The commands: eval's lines and translate
+
+
+def eval_lines(result: dict) -> list[str]:
+    """What ``keras-seq eval seq2seq`` prints: the scores, a table per source-length
+    bucket, three examples and the plots written."""
+    lines = [f"{result['split']} ({result['n']:,} pairs, beam {result['beam']}, "
+             f"{result['params']:,} parameters): exact match "
+             f"{100 * result['exact_match']:.2f}%, token accuracy "
+             f"{100 * result['token_accuracy']:.2f}%, BLEU {result['bleu']:.2f}"]
+    lines += table_lines([{"source length": r["bucket"], "n": r["n"],
+                           "exact %": round(100 * r["exact_match"], 2),
+                           "token acc %": round(100 * r["token_accuracy"], 2)}
+                          for r in result["by_length"] if r["n"]])
+    lines += [f"  {ex['source']!r} → {ex['output']!r} (reference {ex['reference']!r})"
+              for ex in result["examples"][:3]]
+    return lines + [f"{name}: {path}" for name, path in result.get("plots", {}).items()]
+
+
+def translate(args) -> int:
+    """``keras-seq translate``: one translation per source text; with ``--export DIR``,
+    the string → string SavedModel first (and the texts translated by its reload)."""
+    if args.export:
+        return _translate_export(args)
+    texts = texts_or_stdin(args.text, "nothing to translate; pass the text as an argument "
+                                      "or on stdin")
+    _, src_tok, tgt_tok, model = load_run(args.run_dir)
+
+    def warn(i, count):
+        print(f"note: source {i} has {count} {src_tok.kind} token(s) outside the vocabulary; "
+              "they were read as <unk>", file=sys.stderr)
+
+    for out in decode_texts(model, src_tok, tgt_tok, texts, beam=args.beam,
+                            length_penalty=args.length_penalty, on_unknown=warn):
+        print(out)
+    return 0
+
+
+def _translate_export(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
+    from keras_seq.backend import require_tensorflow_backend
+
+    require_tensorflow_backend("translate --export")
+    # lazy: loads TensorFlow, once it is known to be Keras's backend
+    import tensorflow as tf
+
+    from keras_seq.tasks.seq2seq.export import export_run
+
+    path = export_run(args.run_dir, args.export)
+    print(f"SavedModel written to {path} (signature serving_default: text → translation)",
+          file=sys.stderr)
+    if args.text:
+        reloaded = tf.saved_model.load(str(path))
+        for out in reloaded.translate(tf.constant(args.text)).numpy():
+            print(out.decode("utf-8"))
+    return 0

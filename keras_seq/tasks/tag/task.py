@@ -21,6 +21,7 @@ import numpy as np
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.tagger import SequenceTagger
+from keras_seq.tables import print_json
 from keras_seq.tasks._common import (
     LABELS_FILE,
     Labels,
@@ -28,10 +29,11 @@ from keras_seq.tasks._common import (
     example_batches,
     fit_kwargs,
     load_labelled_run,
+    texts_or_stdin,
 )
 from keras_seq.tasks.tag.config import TagConfig
-from keras_seq.tasks.tag.data import make_tagging_task
-from keras_seq.tasks.tag.metrics import tagging_report
+from keras_seq.tasks.tag.data import make_tagging_task, restore_punct, restore_text
+from keras_seq.tasks.tag.metrics import format_report, tagging_report
 from keras_seq.training import trainer
 from keras_seq.training.trainer import FitPlan, Prepared
 
@@ -103,6 +105,46 @@ class TagState:
     tokenizer: object
     tags: Labels
     encoded: dict
+
+
+def eval_lines(result: dict) -> list[str]:
+    """What ``keras-seq eval tag`` prints: the split's size, then the tagging report."""
+    return [f"{result['split']} ({result['n']:,} sentences)", format_report(result["report"])]
+
+
+def restores_text(config: TagConfig) -> bool:
+    """Whether the run restores punctuation and case (``restore-punct``): it then reads
+    raw text as that task made its sentences, and its tags rewrite the text."""
+    return config.data.startswith("restore-punct")
+
+
+def sentences_of(config: TagConfig, texts) -> list[list[str]]:
+    """The word lists a run tags for raw ``texts``: whitespace-split, or, for a
+    ``restore-punct`` run, read the way the task made its sentences."""
+    if restores_text(config):
+        return [[w for s in restore_punct(text, config.max_len) for w in s[0]]
+                for text in texts]
+    return [text.split() for text in texts]
+
+
+def predict(args) -> int:
+    """``keras-seq predict`` on a tag run: ``word/TAG`` per word (``--json``: one row per
+    text); a ``restore-punct`` run also prints the restored text."""
+    texts = texts_or_stdin(args.text, "nothing to predict; pass texts as arguments or on "
+                                      "stdin")
+    config, tokenizer, labels, model = load_run(args.run_dir)
+    sentences = sentences_of(config, texts)
+    tags = predict_tags(model, tokenizer, labels, sentences)
+    rows = [{"tokens": words, "tags": t} for words, t in zip(sentences, tags)]
+    if args.json:
+        print_json(rows)
+        return 0
+    for r in rows:
+        print(" ".join(f"{w}/{t}" for w, t in zip(r["tokens"], r["tags"])))
+    if restores_text(config):
+        for r in rows:
+            print(restore_text(r["tokens"], r["tags"]))
+    return 0
 
 
 class TagTask(trainer.Task):
