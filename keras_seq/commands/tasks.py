@@ -108,8 +108,9 @@ def check_config(shape: TaskShape, config):
         check_task_name(f"{shape.name} --data", config.data, shape.data_names,
                         shape.data_prefixes)
     config.validate()
-    kind, options = shape.tokenizer(config)
-    check_tokenizer_options(kind, **options)
+    if shape.tokenizer is not None:
+        kind, options = shape.tokenizer(config)
+        check_tokenizer_options(kind, **options)
     return config
 
 

@@ -97,7 +97,8 @@ class TaskShape:
             command runs), as for ``lm``.
         eval_split: ``eval NAME``'s default ``--split``.
         tokenizer: ``(config) -> (kind, options)``: the tokenizer built (not fitted)
-            before any data is read, so that bad options stop the run at once.
+            before any data is read, so that bad options stop the run at once (None: the
+            shape has no tokenizer).
         add_train_args, add_eval_args: flags of its own beyond the config's and the
             shared ones (light).
         eval_options: ``(args) -> dict``: the keyword arguments ``eval`` passes to
@@ -126,7 +127,7 @@ class TaskShape:
     data_prefixes: tuple[str, ...] = ()
     data_is_corpus: bool = False
     eval_split: str = "test"
-    tokenizer: Callable = word_tokenizer
+    tokenizer: Callable | None = word_tokenizer
     add_train_args: Callable | None = None
     add_eval_args: Callable | None = None
     eval_options: Callable = no_options
