@@ -3,6 +3,7 @@ name in the same files, the CLI branches on no kind and no data-set name, and a 
 (tests/parity_shape/: one folder) added by one row of the table trains, evaluates,
 predicts and exports through ``keras-seq``."""
 
+import importlib
 import json
 import re
 from pathlib import Path
@@ -26,6 +27,8 @@ def test_every_registered_shape_provides_every_protocol_name(name):
     assert [f for f in FILES if not (folder / f).is_file()] == []
     module = shape.task_module()
     assert module.TASK.name == name and module.TASK.config_cls is shape.config_cls
+    data = importlib.import_module(f"keras_seq.tasks.{name}.data")
+    assert callable(data.task_data)
 
 
 def test_a_missing_protocol_name_is_named(monkeypatch):

@@ -55,7 +55,8 @@ from keras_seq.export.tflite import convert, op_list
 from keras_seq.runtime.classifier import StreamingClassifier
 from keras_seq.runtime.metadata import write_metadata
 from keras_seq.tables import print_json
-from keras_seq.tasks.classify.task import encode_texts, task_data
+from keras_seq.tasks.classify.data import task_data
+from keras_seq.tasks.classify.task import encode_texts
 
 FORMAT = "keras-seq-saved-model"
 STEP_VARIANTS = ("float32", "float16", "dynamic")

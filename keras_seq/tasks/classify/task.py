@@ -32,15 +32,9 @@ from keras_seq.tasks._common import (
 )
 from keras_seq.tasks.classify import metrics
 from keras_seq.tasks.classify.config import ClassifyConfig
-from keras_seq.tasks.classify.data import make_classification_task
+from keras_seq.tasks.classify.data import task_data
 from keras_seq.training import trainer
 from keras_seq.training.trainer import FitPlan, Prepared
-
-
-def task_data(config: ClassifyConfig):
-    return make_classification_task(config.data, seed=config.seed, train_size=config.train_size,
-                                    val_size=config.val_size, test_size=config.test_size,
-                                    split_ratio=config.split_ratio, **config.task_options())
 
 
 def encode_texts(tokenizer, texts, max_len: int | None = None) -> list[np.ndarray]:

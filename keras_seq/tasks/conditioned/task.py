@@ -33,15 +33,10 @@ from keras_seq.tasks.conditioned.config import ConditionedConfig
 from keras_seq.tasks.conditioned.data import (
     conditioned_batches,
     encode_conditioned,
-    make_conditioned_task,
+    task_data,
 )
 from keras_seq.training import trainer
 from keras_seq.training.trainer import FitPlan, Prepared
-
-
-def task_data(config: ConditionedConfig):
-    return make_conditioned_task(config.data, seed=config.seed, grouping=config.grouping,
-                                 shuffle=config.shuffle, split_ratio=config.split_ratio)
 
 
 def encoded_split(config: ConditionedConfig, data, tokenizer, split: str):

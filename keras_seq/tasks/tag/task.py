@@ -32,18 +32,10 @@ from keras_seq.tasks._common import (
     texts_or_stdin,
 )
 from keras_seq.tasks.tag.config import TagConfig
-from keras_seq.tasks.tag.data import make_tagging_task, restore_punct, restore_text
+from keras_seq.tasks.tag.data import restore_punct, restore_text, task_data
 from keras_seq.tasks.tag.metrics import format_report, tagging_report
 from keras_seq.training import trainer
 from keras_seq.training.trainer import FitPlan, Prepared
-
-
-def task_data(config: TagConfig):
-    return make_tagging_task(config.data, seed=config.seed, split_ratio=config.split_ratio,
-                             max_sentences=config.max_sentences,
-                             data_dir=config.data_dir, max_len=config.max_len,
-                             token_col=config.token_col, tag_col=config.tag_col,
-                             tag_field=config.tag_field)
 
 
 def build_model(config: TagConfig, vocab_size: int, num_tags: int):
