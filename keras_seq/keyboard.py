@@ -23,6 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from keras_seq.errors import KerasSeqError
+from keras_seq.ranges import AT_LEAST_1, Range, number
+
+#: How many suggestions the browser page's strip shows (``export web --top``).
+SUGGESTIONS = Range(1, 10)
 
 #: a target that ends its line (what the models call ``<eos>`` or ``</s>``)
 END_OF_LINE = None
@@ -263,3 +267,34 @@ def format_metrics(m: dict) -> str:
     parts = ", ".join(f"{LABELS[name]} {100 * m[name]:.2f}%" for name in METRICS)
     return (f"keyboard ({m['k']} suggestions; {m['positions']:,} positions, "
             f"{m['in_vocab_words']:,} in-vocab words, {m['unknown_words']:,} unknown): {parts}")
+
+
+def add_keyboard_args(parser) -> None:
+    """``--keyboard/--no-keyboard`` and ``--suggestions K`` (docs/keyboard.md)."""
+    # lazy: keeps `keras-seq --help` fast (argparse only where a parser is built)
+    import argparse
+
+    parser.add_argument("--keyboard", action=argparse.BooleanOptionalAction, default=None,
+                        help="top-1/top-3 next-word accuracy, completion after 1 and 2 "
+                             "letters and keystroke savings (docs/keyboard.md); default: "
+                             "wherever the run's words allow (a word tokenizer on text)")
+    parser.add_argument("--suggestions", type=number(int, AT_LEAST_1), default=3, metavar="K",
+                        help="the suggestion strip's size for --keyboard (default: 3)")
+
+
+def outcomes_or_note(wanted: bool | None, compute):
+    """``compute()``'s :class:`KeyboardOutcomes`; None when ``wanted`` is False, or with a
+    note on stderr where they cannot be measured and they were not asked for (``wanted``
+    None; with True the error stands)."""
+    # lazy: only a command that measures the keyboard prints its note
+    import sys
+
+    if wanted is False:
+        return None
+    try:
+        return compute()
+    except KerasSeqError as error:
+        if wanted:
+            raise
+        print(f"keyboard metrics skipped: {error}", file=sys.stderr)
+        return None

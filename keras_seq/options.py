@@ -20,12 +20,13 @@ Below everything but :mod:`keras_seq.ranges` (it imports nothing heavy).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import typing
 from dataclasses import field
 
-from keras_seq.ranges import Range
+from keras_seq.ranges import Range, number
 
 
 def option(default, help: str, *, range: Range | None = None, choices: tuple | None = None,
@@ -100,3 +101,23 @@ def _number_problem(value, kind, rng: Range) -> str | None:
     if isinstance(value, float) and not math.isfinite(value):
         return f"{wanted} {rng}"
     return None if value in rng else str(rng)
+
+
+def add_option_flags(parser: argparse.ArgumentParser, options_cls) -> None:
+    """One flag per field of the dataclass ``options_cls`` declared with :func:`option`,
+    with the field's default, choices and range: ``keras-seq generate``'s flags from
+    :class:`~keras_seq.sampling.SamplingOptions` (a training config's flags come from
+    ``keras_seq.commands._common.add_config_args``)."""
+    for f in dataclasses.fields(options_cls):
+        meta, kind = field_metadata(options_cls, f.name), number_kind(options_cls, f.name)
+        help_text = meta["help"]
+        if f.default is None and meta.get("default_help"):
+            help_text += f" (default: {meta['default_help']})"
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(f.default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default,
+                                help=help_text)
+            continue
+        parser.add_argument(flag, type=number(kind, meta.get("range")) if kind else str,
+                            default=f.default, choices=meta.get("choices"),
+                            metavar=meta.get("metavar"), help=help_text.replace("%", "%%"))

@@ -290,7 +290,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     # lazy: loads Keras, TensorFlow only when this runs
     from keras_seq.export.saved_model import export_saved_model
     from keras_seq.export.tflite import export_tflite
-    from keras_seq.tasks.lm.evaluation import evaluate_run
+    from keras_seq.tasks.lm.evaluation import perplexity_of_run
     from keras_seq.tasks.lm.task import train_lm
 
     started, machine_at_start = time.perf_counter(), describe_machine()
@@ -315,7 +315,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     _say_lstm(config, train_minutes, printer)
     train_results = train_lm(config, out / "run", verbose=2, printer=printer)
     stages["train_lstm"] = time.perf_counter() - t
-    lstm_val = evaluate_run(out / "run", "val")
+    lstm_val = perplexity_of_run(out / "run", "val")
     comparable, why, ratio = _lstm_vs_ngram(lstm_val, ngram, train_results, printer,
                                             config.cell.upper())
 

@@ -10,6 +10,8 @@ fails when a config also checks it by hand.
 
 from __future__ import annotations
 
+import argparse
+import math
 from dataclasses import dataclass, replace
 
 INT_LIMIT = 2**31 - 1  # sizes and counts past int32 break TensorFlow shapes and int32 ids
@@ -68,3 +70,28 @@ NGRAM_ORDER = Range(1, 10)  # keras_seq.ngram's MAX_ORDER
 COLUMN = Range()  # a column of a table: any integer, -1 the last
 OPEN_SHARE = Range(0, 1, low_open=True)  # a probability mass that must hold something
 PORT = Range(0, 65535)  # a TCP port, 0: any free one
+
+
+def number(kind, rng: Range | None = None):
+    """An argparse ``type``: ``kind`` (int or float) parsed from the text, refused unless
+    it is finite, within ±:data:`INT_LIMIT` for an int without an upper bound, and in
+    ``rng``. The message says what was given and what is expected.
+
+    >>> number(int, AT_LEAST_1)("-3")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be ≥ 1 (got -3)
+    """
+    def parse(text):
+        value = kind(text)  # ValueError → argparse's "invalid int value: 'x'"
+        if kind is float and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number (got {text!r})")
+        if kind is int and (rng is None or rng.high is None) and abs(value) > INT_LIMIT:
+            raise argparse.ArgumentTypeError(f"must be at most {INT_LIMIT:,} (got {text})")
+        if rng is not None and value not in rng:
+            raise argparse.ArgumentTypeError(f"must be {rng} (got {text})")
+        return value
+
+    parse.__name__ = kind.__name__
+    parse.kind, parse.range = kind, rng
+    return parse

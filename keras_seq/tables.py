@@ -1,4 +1,5 @@
-"""Plain aligned text tables, shared by the commands and the benchmarks.
+"""Plain aligned text tables and JSON output, shared by the commands, the tasks and the
+benchmarks.
 
 >>> print_table([{"model": "KN5", "ppl": 170.74}, {"model": "LSTM", "ppl": 118.0}])
 ... # doctest: -NORMALIZE_WHITESPACE
@@ -10,14 +11,25 @@ LSTM     118
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 
 
 def print_table(rows: list[dict], columns: list[str] | None = None, file=None) -> None:
     """Print ``rows`` as a plain aligned text table (numbers right-aligned)."""
-    file = file or sys.stdout
+    for line in table_lines(rows, columns):
+        print(line, file=file or sys.stdout)
+
+
+def table_lines(rows: list[dict], columns: list[str] | None = None) -> list[str]:
+    """The lines :func:`print_table` prints (none for no rows).
+
+    >>> table_lines([{"n": 3}])
+    ['n', '-', '3']
+    """
     if not rows:
-        return
+        return []
     columns = columns or list(rows[0])
 
     def fmt(v):
@@ -33,7 +45,16 @@ def print_table(rows: list[dict], columns: list[str] | None = None, file=None) -
     line = lambda vals: "  ".join(
         v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, widths, numeric)
     )
-    print(line(columns), file=file)
-    print("  ".join("-" * w for w in widths), file=file)
-    for row in cells:
-        print(line(row), file=file)
+    return [line(columns), "  ".join("-" * w for w in widths), *map(line, cells)]
+
+
+def print_json(payload) -> None:
+    """``payload`` as indented JSON on stdout (non-ASCII kept, anything else as ``str``)."""
+    json.dump(payload, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    sys.stdout.write("\n")
+
+
+def add_json_arg(parser) -> None:
+    """``--json/--no-json``: print machine-readable JSON (every command's one flag for it)."""
+    parser.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
+                        help="print machine-readable JSON")

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from keras_seq.cli import build_parser
-from keras_seq.commands import lm, seq2seq, tasks
-from keras_seq.commands._common import config_overrides, show_default
+from keras_seq.commands import tasks
+from keras_seq.commands._common import show_default
 from keras_seq.tasks.lm.config import PRESETS, LMConfig
 
 
@@ -32,13 +32,7 @@ def _options(parser):
 def _config(path, parser, argv=()):
     """The config a ``train`` command resolves from ``argv`` (what run_train trains)."""
     args = parser.parse_args(["--run-dir", "r", *argv])
-    kind = path[1]
-    if kind == "lm":
-        return lm.config_from_args(args)
-    if kind == "seq2seq":
-        return seq2seq.config_from_args(args)
-    config_cls = tasks.TASKS[kind][0]
-    return config_cls.from_dict(config_overrides(args, config_cls, config_cls().to_dict()))
+    return tasks.config_from_args(tasks.shapes()[path[1]], args)
 
 
 def _real_default(path, parser, action):

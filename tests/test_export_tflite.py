@@ -400,10 +400,10 @@ def test_shared_table_without_ai_edge_quantizer_says_how_to_install(tied_lstmp, 
 
 def test_export_command_offers_every_variant():
     """The CLI keeps its own list (no TensorFlow import for --help): it must be the library's."""
-    from keras_seq.commands import export as export_command
     from keras_seq.export.tflite import ALL_VARIANTS
+    from keras_seq.tasks.lm import shape
 
-    assert export_command._VARIANTS + export_command._SHARED_TABLE_VARIANTS == ALL_VARIANTS
+    assert shape.VARIANTS + shape.SHARED_TABLE_VARIANTS == ALL_VARIANTS
 
 
 def test_int16x8_converts_a_tied_model_loaded_from_its_run(tmp_path):

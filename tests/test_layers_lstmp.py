@@ -289,7 +289,7 @@ def test_lm_arguments_are_checked():
 
 def test_lm_config_fields_flags_and_checks(capsys):
     from keras_seq.cli import main
-    from keras_seq.commands.lm import config_from_args
+    from keras_seq.commands.tasks import config_from_args, shapes
     from keras_seq.errors import KerasSeqError
     from keras_seq.tasks.lm.config import LMConfig
 
@@ -302,7 +302,7 @@ def test_lm_config_fields_flags_and_checks(capsys):
 
     args = build_parser().parse_args(["train", "lm", "--run-dir", "unused", "--cell", "lstmp",
                                       "--units", "16", "--proj-units", "4", "--cifg"])
-    config = config_from_args(args).validate()
+    config = config_from_args(shapes()["lm"], args).validate()
     assert (config.cell, config.proj_units, config.cifg) == ("lstmp", 4, True)
     assert LMConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
 

@@ -103,8 +103,8 @@ def test_a_clock_budget_stops_mid_epoch(corpus_file, tmp_path):
 def test_stream_length(corpus_file, tmp_path):
     full = config(corpus_file, max_steps_per_epoch=None)
     prepared = TASK.prepare(full, tmp_path, False, print)
-    assert stream_batches(full, len(prepared.data["train_ids"])) == 40
-    assert len(prepared.data["val_ids"]) > 4 * 7  # validation runs in fit
+    assert stream_batches(full, len(prepared.state.train_ids)) == 40
+    assert len(prepared.state.val_ids) > 4 * 7  # validation runs in fit
 
 
 def test_steps_per_epoch_goes_on_through_the_stream(corpus_file, tmp_path):

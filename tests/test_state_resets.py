@@ -8,7 +8,7 @@ import pytest
 
 from keras_seq.models import RecurrentLM
 from keras_seq.tasks.lm.config import LMConfig
-from keras_seq.tasks.lm.evaluation import evaluate_run
+from keras_seq.tasks.lm.evaluation import perplexity_of_run
 from keras_seq.tasks.lm.task import train_lm
 from keras_seq.training import callbacks as cb
 
@@ -98,7 +98,7 @@ def test_inference_perplexity_is_close_to_training_after_an_epoch(tmp_path, corp
     with open(tmp_path / "run" / "metrics.csv") as fh:
         header, *rows = (line.split(",") for line in fh.read().strip().splitlines())
     train_ppl = math.exp(float(rows[-1][header.index("loss")]))
-    val = evaluate_run(tmp_path / "run", "val")
+    val = perplexity_of_run(tmp_path / "run", "val")
     vocab = 16  # 13 words + <pad> <unk> <eos>
     assert train_ppl < vocab / 3  # it learned the grammar (about 2.2 at best)
     assert val.ppl < 1.5 * train_ppl, (val.ppl, train_ppl)

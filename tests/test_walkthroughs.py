@@ -16,7 +16,8 @@ BLOCK = re.compile(r"<!-- walkthrough: ([\w-]+) -->\s*```python\n(.*?)```", re.S
 
 def blocks() -> dict:
     found = dict(BLOCK.findall(PAGE.read_text(encoding="utf-8")))
-    assert set(found) == {"task", "task-train", "cell", "cell-check"}, sorted(found)
+    assert set(found) == {"task", "task-train", "task-cli", "cell", "cell-check"}, \
+        sorted(found)
     return found
 
 
@@ -37,6 +38,18 @@ def test_adding_a_task_shape(tmp_path):
         assert (run_dir / name).is_file(), name
     problems = ns["ParityConfig"](length=0).problems()
     assert problems == ["length must be ≥ 1 (got 0)"]
+
+
+def test_adding_a_task_shape_to_the_cli(tmp_path, monkeypatch, capsys):
+    """One folder (tests/parity_shape/) and one row: train, eval, predict and export."""
+    from keras_seq.commands import tasks
+
+    monkeypatch.setattr(tasks, "SHAPES", dict(tasks.SHAPES))  # the page adds its row here
+    run(["task-cli"], run_dir=tmp_path / "parity")
+    out = capsys.readouterr().out
+    assert "test (128 sequences): accuracy" in out
+    assert "\t0110" in out and "\t1011" in out
+    assert (tmp_path / "parity-cli" / "export" / "weights.npz").is_file()
 
 
 def test_adding_a_cell(tmp_path):

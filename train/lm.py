@@ -62,7 +62,7 @@ from keras_seq.data.tokenizers import make_tokenizer
 from keras_seq.models import RecurrentLM
 from keras_seq.models.perplexity import Perplexity
 from keras_seq.tasks.lm.config import LMConfig
-from keras_seq.tasks.lm.evaluation import evaluate_run
+from keras_seq.tasks.lm.evaluation import perplexity_of_run
 from keras_seq.training import callbacks as cb
 from keras_seq.training.trainer import start_run
 
@@ -121,6 +121,6 @@ if nan_guard.tripped:
     sys.exit(f"error: {nan_guard.message(str(run_dir / 'checkpoints' / 'last.keras'))}")
 
 # -- evaluate the best checkpoint the way `keras-seq eval lm` does (state carried) -----------
-result = evaluate_run(run_dir, "val")
+result = perplexity_of_run(run_dir, "val")
 print(f"val: {result.nats:.4f} nats/token, PPL {result.ppl:.2f} over {result.tokens:,} tokens")
 print(f"next: keras-seq eval lm --run-dir {run_dir}; keras-seq generate --run-dir {run_dir}")

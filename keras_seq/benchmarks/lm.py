@@ -46,7 +46,7 @@ from keras_seq.ngram.kneser_ney import DiscountWarning, train_kneser_ney
 from keras_seq.ngram.scorer import evaluate
 from keras_seq.ngram.scorer import keyboard_outcomes as ngram_keyboard_outcomes
 from keras_seq.tasks.lm.config import LMConfig
-from keras_seq.tasks.lm.evaluation import evaluate_run, keyboard_outcomes
+from keras_seq.tasks.lm.evaluation import keyboard_outcomes, perplexity_of_run
 from keras_seq.tasks.lm.task import build_model, train_lm
 
 #: the keyboard metrics whose difference from KN the table gives with its interval
@@ -217,7 +217,7 @@ def run_bench(
             summary = json.loads((run_dir / "metrics.json").read_text())
         else:
             summary = train_lm(config, run_dir, verbose=verbose, printer=printer)
-        return summary, evaluate_run(run_dir, "val")
+        return summary, perplexity_of_run(run_dir, "val")
 
     for cell in cells:
         units = units_for_budget(cell, vocab, embed_dim, num_layers, budget, tie_weights,

@@ -95,7 +95,7 @@ def bench_tag(out_dir, units_bi: int = 64, seeds=(1, 2, 3), minutes: float = 3.0
     out_dir = Path(out_dir)
     base = TagConfig(**{"epochs": epochs, "max_minutes": minutes, **config})
     prepared = TASK.prepare(base, out_dir, False, printer)
-    vocab, tags = prepared.data["tokenizer"].vocab_size, len(prepared.data["tags"])
+    vocab, tags = prepared.state.tokenizer.vocab_size, len(prepared.state.tags)
     variants = {
         "bilstm": {"bidirectional": True, "units": units_bi},
         "lstm": {"bidirectional": False, "units": units_for_equal_params(

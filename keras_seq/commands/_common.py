@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
-import math
 import sys
 from pathlib import Path
 
 from keras_seq.atomic import json_safe
 from keras_seq.data.corpus import EMBEDDED, REGISTRY
 from keras_seq.data.splits import DEFAULT_SPLIT, SPLITS
-from keras_seq.errors import KerasSeqError
-from keras_seq.keyboard import format_metrics
+from keras_seq.keyboard import (  # noqa: F401  (add_keyboard_args re-exported)
+    add_keyboard_args,
+    format_metrics,
+    outcomes_or_note,
+)
 from keras_seq.ranges import (  # noqa: F401  (re-exported: the commands import them here)
     AT_LEAST_1,
     FRACTION,
@@ -26,8 +27,13 @@ from keras_seq.ranges import (  # noqa: F401  (re-exported: the commands import 
     POSITIVE,
     SHARE,
     Range,
+    number,
 )
-from keras_seq.tables import print_table  # noqa: F401  (re-exported for the commands)
+from keras_seq.tables import (  # noqa: F401  (re-exported for the commands)
+    add_json_arg,
+    print_json,
+    print_table,
+)
 
 
 def add_data_args(parser: argparse.ArgumentParser, default: str | None = EMBEDDED) -> None:
@@ -142,44 +148,16 @@ def use_backend(args) -> str:
     return args.backend
 
 
-def add_json_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action=argparse.BooleanOptionalAction, default=False,
-                        help="print machine-readable JSON")
-
-
-def add_keyboard_args(parser: argparse.ArgumentParser) -> None:
-    """``--keyboard/--no-keyboard`` and ``--suggestions K`` (docs/keyboard.md)."""
-    parser.add_argument("--keyboard", action=argparse.BooleanOptionalAction, default=None,
-                        help="top-1/top-3 next-word accuracy, completion after 1 and 2 "
-                             "letters and keystroke savings (docs/keyboard.md); default: "
-                             "wherever the run's words allow (a word tokenizer on text)")
-    parser.add_argument("--suggestions", type=number(int, AT_LEAST_1), default=3, metavar="K",
-                        help="the suggestion strip's size for --keyboard (default: 3)")
-
-
 def keyboard_or_note(args, compute):
     """``compute()``'s :class:`~keras_seq.keyboard.KeyboardOutcomes`; None with
     ``--no-keyboard``, or with a note on stderr where they cannot be measured and
     ``--keyboard`` was not asked for (then the error stands)."""
-    if args.keyboard is False:
-        return None
-    try:
-        return compute()
-    except KerasSeqError as error:
-        if args.keyboard:
-            raise
-        print(f"keyboard metrics skipped: {error}", file=sys.stderr)
-        return None
+    return outcomes_or_note(args.keyboard, compute)
 
 
 def print_keyboard(metrics: dict | None) -> None:
     if metrics:
         print(format_metrics(metrics))
-
-
-def print_json(payload) -> None:
-    json.dump(payload, sys.stdout, indent=2, ensure_ascii=False, default=str)
-    sys.stdout.write("\n")
 
 
 def config_overrides(args, config_cls, base: dict) -> dict:
@@ -197,7 +175,7 @@ def config_overrides(args, config_cls, base: dict) -> dict:
     return base
 
 
-def group_parser(subparsers, name: str, help_text: str):
+def group_parser(subparsers, name: str, help_text: str, metavar: str = "MODEL"):
     """The sub-parsers of a command group such as ``train`` or ``eval``.
 
     Several command modules add models to the same group (``train lm``, ``train seq2seq``),
@@ -206,7 +184,7 @@ def group_parser(subparsers, name: str, help_text: str):
     groups = subparsers.__dict__.setdefault("_keras_seq_groups", {})
     if name not in groups:
         parser = subparsers.add_parser(name, help=help_text)
-        groups[name] = parser.add_subparsers(dest=f"{name}_command", metavar="MODEL")
+        groups[name] = parser.add_subparsers(dest=f"{name}_command", metavar=metavar)
         parser.set_defaults(func=lambda args: parser.print_help() or 2)
     return groups[name]
 
@@ -316,31 +294,6 @@ def add_config_args(parser: argparse.ArgumentParser, config_cls, skip=(), only=N
                                "clipping off, clip_norm unset)")
 
 
-def add_option_flags(parser: argparse.ArgumentParser, options_cls) -> None:
-    """One flag per field of the dataclass ``options_cls`` declared with
-    :func:`~keras_seq.options.option` (not a training config: see
-    :func:`add_config_args`), with the field's default, choices and range
-    (``keras-seq generate``'s flags from :class:`~keras_seq.sampling.SamplingOptions`)."""
-    # lazy: keeps `keras-seq --help` fast
-    import dataclasses
-
-    from keras_seq.options import field_metadata, number_kind
-
-    for f in dataclasses.fields(options_cls):
-        meta, kind = field_metadata(options_cls, f.name), number_kind(options_cls, f.name)
-        help_text = meta["help"]
-        if f.default is None and meta.get("default_help"):
-            help_text += f" (default: {meta['default_help']})"
-        flag = "--" + f.name.replace("_", "-")
-        if isinstance(f.default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default,
-                                help=help_text)
-            continue
-        parser.add_argument(flag, type=number(kind, meta.get("range")) if kind else str,
-                            default=f.default, choices=meta.get("choices"),
-                            metavar=meta.get("metavar"), help=help_text.replace("%", "%%"))
-
-
 def show_default(value) -> str:
     """A default as ``--help`` shows it: ``on``/``off`` for booleans, ``%g`` for floats,
     items as they are typed (space-separated) for lists, ``none`` for None.
@@ -386,31 +339,6 @@ def did_you_mean(word, options) -> str:
     """
     close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def number(kind, rng: Range | None = None):
-    """An argparse ``type``: ``kind`` (int or float) parsed from the text, refused unless
-    it is finite, within ±:data:`INT_LIMIT` for an int without an upper bound, and in
-    ``rng``. The message says what was given and what is expected.
-
-    >>> number(int, AT_LEAST_1)("-3")
-    Traceback (most recent call last):
-    ...
-    argparse.ArgumentTypeError: must be ≥ 1 (got -3)
-    """
-    def parse(text):
-        value = kind(text)  # ValueError → argparse's "invalid int value: 'x'"
-        if kind is float and not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be a finite number (got {text!r})")
-        if kind is int and (rng is None or rng.high is None) and abs(value) > INT_LIMIT:
-            raise argparse.ArgumentTypeError(f"must be at most {INT_LIMIT:,} (got {text})")
-        if rng is not None and value not in rng:
-            raise argparse.ArgumentTypeError(f"must be {rng} (got {text})")
-        return value
-
-    parse.__name__ = kind.__name__
-    parse.kind, parse.range = kind, rng
-    return parse
 
 
 def split_ratio(text: str) -> str:

@@ -1,104 +1,129 @@
-"""``keras-seq train classify|tag|conditioned``, ``eval …`` and ``predict``.
+"""``keras-seq train|eval SHAPE``, ``predict``/``generate``/``translate`` and ``export
+FORMAT`` for every task shape, from one table.
 
-Each task is one entry of ``TASKS``: its config (flags are made from its fields) and its
-task module (``TASK``, ``evaluate_run``, ``load_run``), imported only when a command runs
-so ``--help`` stays fast.
+:data:`SHAPES` has one row per shape: its name and the module whose ``SHAPE``
+(:class:`~keras_seq.tasks.protocol.TaskShape`) names the rest. The light part (config,
+help, flags) is read when the parser is built; the shape's ``task.py`` and exporters are
+imported only when a command runs, so ``--help`` stays fast. Nothing here depends on which
+shape or data set a command serves: adding a shape is one folder and one row.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 from keras_seq.atomic import json_safe
 from keras_seq.commands._common import (
     add_eval_command,
-    add_json_arg,
     add_train_command,
     check_run_arg,
     check_task_name,
     check_tokenizer_options,
     check_train_dir,
     config_overrides,
-    number,
+    group_parser,
     print_json,
-    print_table,
     print_train_results,
     train_printer,
     use_backend,
 )
-from keras_seq.ranges import AT_LEAST_1
-from keras_seq.tasks.classify.config import ClassifyConfig
-from keras_seq.tasks.conditioned.config import ConditionedConfig
-from keras_seq.tasks.tag.config import TagConfig
+from keras_seq.tasks.protocol import TaskShape, load_shape, resolve
 
-# kind: (config class, task module, train help, eval help)
-TASKS = {
-    "classify": (ClassifyConfig, "keras_seq.tasks.classify.task",
-                 "N→1 sequence classifier (RNN/GRU/LSTM, uni/bi, last/mean/attention pooling)",
-                 "accuracy, macro-F1, confusion matrix (table + PNG), accuracy per group"),
-    "tag": (TagConfig, "keras_seq.tasks.tag.task",
-            "aligned N→N tagger (bidirectional by default): CoNLL, CoNLL-U, restore-punct",
-            "token accuracy, per-tag and micro/macro F1, span F1 for BIO tags"),
-    "conditioned": (ConditionedConfig, "keras_seq.tasks.conditioned.task",
-                    "1→N: an LM conditioned on a label (python-docs-topics, tsv:PATH); "
-                    "--unconditioned trains the baseline",
-                    "perplexity on a split and a sample per condition"),
+#: shape name → the module holding its ``SHAPE``. One row per shape; the order is the
+#: order of ``--help``.
+SHAPES = {
+    "lm": "keras_seq.tasks.lm.shape",
+    "seq2seq": "keras_seq.tasks.seq2seq.shape",
+    "classify": "keras_seq.tasks.classify.shape",
+    "tag": "keras_seq.tasks.tag.shape",
+    "conditioned": "keras_seq.tasks.conditioned.shape",
 }
-PREDICTS = ("classify", "tag")
 
 
-def _module(kind: str):
-    return importlib.import_module(TASKS[kind][1])
+def shapes() -> dict[str, TaskShape]:
+    """``{name: TaskShape}`` of every row of :data:`SHAPES`, checked to agree."""
+    out = {}
+    for name, path in SHAPES.items():
+        shape = load_shape(path)
+        if shape.name != name:
+            raise ValueError(f"the row {name!r} of SHAPES names {path}, whose SHAPE is "
+                             f"{shape.name!r}; make the row's key the shape's name")
+        out[name] = shape
+    return out
 
 
 def register(subparsers) -> None:
-    for kind, (config_cls, _, train_help, eval_help) in TASKS.items():
-        add_train_command(subparsers, kind, train_help, config_cls, run_train,
-                          data_is_corpus=False)  # checked by check_config
-        add_eval_command(subparsers, kind, eval_help, run_eval)
-
-    p = subparsers.add_parser("predict", help="labels (classify runs) or tags (tag runs) of "
-                                              "texts given as arguments or one per stdin line")
-    p.add_argument("--run-dir", required=True, help="the classify or tag run that predicts")
-    p.add_argument("--top", type=number(int, AT_LEAST_1),
-                   default=1, help="classify: labels shown per text")
-    add_json_arg(p)
-    p.add_argument("text", nargs="*", help="texts (none: one per line on stdin)")
-    p.set_defaults(func=run_predict)
-
-
-# kind: (known --data names, --data prefixes): a near miss of one is refused before any work
-TASK_NAMES = {
-    "classify": (("reviews-negation",), ("tsv:",)),
-    "tag": (("restore-punct",), ("restore-punct:", "conll:", "conllu:")),
-    "conditioned": (("python-docs-topics", "shapes"), ("tsv:",)),
-}
+    table = shapes()
+    for shape in table.values():
+        p = add_train_command(subparsers, shape.name, shape.train_help, shape.config_cls,
+                              run_train, presets=shape.presets,
+                              data_is_corpus=shape.data_is_corpus)
+        if shape.add_train_args:
+            shape.add_train_args(p)
+        p = add_eval_command(subparsers, shape.name, shape.eval_help, run_eval,
+                             split=shape.eval_split)
+        if shape.add_eval_args:
+            shape.add_eval_args(p)
+    _register_use_commands(subparsers, table)
+    _register_exports(subparsers, table)
 
 
-def check_config(config):
-    """Refuse a bad config before any work: misspelt ``--data``, the config's own checks
-    (the split ratio among them) and the word tokenizer's options."""
-    names, prefixes = TASK_NAMES[config.kind]
-    check_task_name(f"{config.kind} --data", config.data, names, prefixes)
+def _register_use_commands(subparsers, table: dict) -> None:
+    """One parser per use command, whose flags its shared record adds once."""
+    commands = {}
+    for shape in table.values():
+        if shape.use is not None:
+            commands.setdefault(shape.use.name, shape.use)
+    for command in commands.values():
+        p = subparsers.add_parser(command.name, help=command.help)
+        if command.add_args:
+            command.add_args(p)
+        p.set_defaults(func=run_use, use_command=command.name)
+
+
+def _register_exports(subparsers, table: dict) -> None:
+    formats = [(shape, command) for shape in table.values() for command in shape.exports]
+    export = group_parser(subparsers, "export", "export a trained model: " + ", ".join(
+        command.name for _, command in formats), metavar="FORMAT")
+    for shape, command in formats:
+        p = export.add_parser(command.name, help=command.help)
+        if command.add_args:
+            command.add_args(p)
+        p.set_defaults(func=run_export, export_shape=shape.name, export_format=command.name)
+
+
+def _shape(name: str) -> TaskShape:
+    return load_shape(SHAPES[name])
+
+
+def config_from_args(shape: TaskShape, args):
+    """The config a ``train`` command line asks for: the shape's base values (its config's
+    defaults, or a preset's) with every flag given."""
+    return shape.config_cls.from_dict(config_overrides(args, shape.config_cls,
+                                                       shape.base_config(args)))
+
+
+def check_config(shape: TaskShape, config):
+    """Refuse a bad config before any work: a misspelt ``--data``, the config's own
+    checks (the split ratio among them) and the tokenizer's options."""
+    if shape.data_names or shape.data_prefixes:
+        check_task_name(f"{shape.name} --data", config.data, shape.data_names,
+                        shape.data_prefixes)
     config.validate()
-    check_tokenizer_options("word", max_vocab=config.max_vocab, min_count=config.min_count,
-                            lower=getattr(config, "lower", None))
+    if shape.tokenizer is not None:
+        kind, options = shape.tokenizer(config)
+        check_tokenizer_options(kind, **options)
     return config
 
 
 def run_train(args) -> int:
+    shape = _shape(args.kind)
     check_train_dir(args.run_dir)
-    config_cls = TASKS[args.kind][0]
-    check_config(config_cls.from_dict(config_overrides(args, config_cls,
-                                                       config_cls().to_dict())))
+    check_config(shape, config_from_args(shape, args))
     use_backend(args)
-    # lazy: keeps `keras-seq --help` fast
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
     from keras_seq.training.trainer import format_results, train
 
-    config = config_cls.from_dict(config_overrides(args, config_cls, config_cls().to_dict()))
-    config.validate()
-    task = _module(args.kind).TASK
+    config = config_from_args(shape, args)
+    task = shape.task_module().TASK
     results = train(task, config, args.run_dir, resume=args.resume,
                     verbose=2 if args.quiet else 1, printer=train_printer(args))
     print_train_results(args, results, lambda r: format_results(r, task))
@@ -106,87 +131,44 @@ def run_train(args) -> int:
 
 
 def run_eval(args) -> int:
-    check_run_arg(args.run_dir, args.kind)
-    result = _module(args.kind).evaluate_run(args.run_dir, args.split)
+    shape = _shape(args.kind)
+    check_run_arg(args.run_dir, shape.name)
+    module = shape.task_module()
+    result = module.evaluate_run(args.run_dir, args.split, **shape.eval_options(args))
     if args.json:
         print_json(json_safe(result))
-        return 0
-    if args.kind == "conditioned":
-        print(f"{args.split}: PPL {result['ppl']:.2f} ({result['nats']:.4f} nats) over "
-              f"{result['tokens']:,} tokens, "
-              f"{'conditioned' if result['conditioned'] else 'unconditioned'}")
-        print("by position in the paragraph: " + ", ".join(
-            f"{b['positions']}: PPL {b['ppl']:.1f}" for b in result["by_position"]))
-        for name, text in result["samples"].items():
-            print(f"  [{name}] {text}")
-        return 0
-    report = result["report"]
-    if args.kind == "classify":
-        # lazy: keeps `keras-seq --help` fast
-        from keras_seq.tasks.classify.metrics import confusion_table
-
-        print(f"{args.split} ({result['n']:,} examples): accuracy "
-              f"{100 * result['accuracy']:.2f}%, macro-F1 {100 * result['macro_f1']:.2f}%")
-        print_table(confusion_table(report))
-        if result.get("by_group"):
-            print_table([{"group": str(g), "n": v["n"], "accuracy %": 100 * v["accuracy"]}
-                         for g, v in result["by_group"].items()])
-        print(f"confusion matrix: {result['confusion_png']}")
     else:
-        # lazy: keeps `keras-seq --help` fast
-        from keras_seq.tasks.tag.metrics import format_report
-
-        print(f"{args.split} ({result['n']:,} sentences)")
-        print(format_report(report))
+        for line in module.eval_lines(result):
+            print(line)
     return 0
 
 
-def run_predict(args) -> int:
-    # lazy: keeps `keras-seq --help` fast
-    from keras_seq.errors import KerasSeqError
+def run_use(args) -> int:
+    """``predict``/``generate``/``translate``: the run's kind picks the shape whose
+    ``task.<command>`` runs."""
+    table = shapes()
+    serving = [name for name, s in table.items() if s.use and s.use.name == args.use_command]
+    others: dict[str, list[str]] = {}
+    for name, s in table.items():
+        if s.use and s.use.name != args.use_command:
+            others.setdefault(s.use.name, []).append(name)
+    hint = ", ".join(f"{command} for {' and '.join(names)} runs"
+                     for command, names in others.items())
+    kind = check_run_arg(args.run_dir, *serving, command=args.use_command,
+                         hint=f" (use {hint})" if hint else "")
+    return getattr(table[kind].task_module(), args.use_command)(args)
 
-    kind = check_run_arg(args.run_dir, *PREDICTS, command="predict",
-                         hint=" (use generate for lm and conditioned runs, translate for "
-                         "seq2seq runs)")
-    if args.top < 1:
-        raise KerasSeqError(f"--top must be ≥ 1, got {args.top}")
-    texts = args.text or [line.rstrip("\n") for line in sys.stdin if line.strip()]
-    if not texts:
-        raise KerasSeqError("nothing to predict; pass texts as arguments or on stdin")
-    module = _module(kind)
-    config, tokenizer, labels, model = module.load_run(args.run_dir)
-    if kind == "classify":
-        probs = module.predict_proba(model, tokenizer, texts, config.max_len)
-        rows = []
-        for text, p in zip(texts, probs):
-            best = p.argsort()[::-1][: args.top]
-            rows.append({"text": text, "labels": labels.names(best),
-                         "scores": [round(float(p[i]), 4) for i in best]})
-        if args.json:
-            print_json(rows)
-        else:
-            for r in rows:
-                shown = ", ".join(f"{name} {s:.3f}" for name, s in zip(r["labels"], r["scores"]))
-                print(f"{shown}\t{r['text']}")
-        return 0
-    # lazy: keeps `keras-seq --help` fast
-    from keras_seq.tasks.tag.data import restore_punct
 
-    sentences = [text.split() for text in texts]
-    if config.data.startswith("restore-punct"):  # read raw text the way the task made it
-        sentences = [[w for s in restore_punct(text, config.max_len) for w in s[0]]
-                     for text in texts]
-    tags = module.predict_tags(model, tokenizer, labels, sentences)
-    rows = [{"tokens": words, "tags": t} for words, t in zip(sentences, tags)]
-    if args.json:
-        print_json(rows)
-    else:
-        for r in rows:
-            print(" ".join(f"{w}/{t}" for w, t in zip(r["tokens"], r["tags"])))
-        if config.data.startswith("restore-punct"):
-            # lazy: keeps `keras-seq --help` fast
-            from keras_seq.tasks.tag.data import restore_text
+def run_export(args) -> int:
+    """``export FORMAT``: check the run (and that TensorFlow is Keras's backend: export
+    traces TensorFlow graphs; a run trained under any backend loads there), then run the
+    shape's exporter."""
+    shape = _shape(args.export_shape)
+    command = next(c for c in shape.exports if c.name == args.export_format)
+    if command.needs_run:
+        # lazy: keeps `keras-seq --help` fast
+        from keras_seq.backend import require_tensorflow_backend
 
-            for r in rows:
-                print(restore_text(r["tokens"], r["tags"]))
-    return 0
+        check_run_arg(args.run_dir, shape.name)
+        require_tensorflow_backend("export")
+    return resolve(command.run)(args)

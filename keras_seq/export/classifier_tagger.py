@@ -40,6 +40,7 @@ Example::
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -53,7 +54,9 @@ from keras_seq.export.saved_model import prepare_saved_model_dir
 from keras_seq.export.tflite import convert, op_list
 from keras_seq.runtime.classifier import StreamingClassifier
 from keras_seq.runtime.metadata import write_metadata
-from keras_seq.tasks.classify.task import encode_texts, task_data
+from keras_seq.tables import print_json
+from keras_seq.tasks.classify.data import task_data
+from keras_seq.tasks.classify.task import encode_texts
 
 FORMAT = "keras-seq-saved-model"
 STEP_VARIANTS = ("float32", "float16", "dynamic")
@@ -359,3 +362,35 @@ def export_classifier_tflite(run_dir, out_dir, variants=("float32", "dynamic"),
     manifest["export_seconds"] = time.perf_counter() - started
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
     return manifest
+
+
+def run_classifier(args) -> int:
+    """``keras-seq export classifier``: the SavedModel and, with ``--tflite``, the
+    streaming step model(s)."""
+    # lazy: the classify and tag tasks' load_run share a name
+    from keras_seq.tasks.classify.task import load_run
+
+    printer = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
+    config, tokenizer, labels, model = load_run(args.run_dir)
+    if args.tflite is not None:
+        check_streamable(model)  # refuse before writing anything
+    out = export_classifier(args.run_dir, args.out, printer=printer, model=model,
+                            tokenizer=tokenizer, labels=labels, max_len=config.max_len)
+    result = {"saved_model": str(out)}
+    if args.tflite is not None:
+        tflite_dir = Path(args.tflite) if args.tflite else Path(out) / "tflite"
+        result["tflite"] = export_classifier_tflite(
+            args.run_dir, tflite_dir, variants=args.variants, check_parity=args.parity,
+            printer=printer, model=model, tokenizer=tokenizer, labels=labels, config=config)
+        result["tflite_dir"] = str(tflite_dir)
+        printer(f"wrote the streaming step model(s) to {tflite_dir} (manifest.json lists "
+                "sizes, ops and parity)")
+    if args.json:
+        print_json(result)
+    return 0
+
+
+def run_tagger(args) -> int:
+    """``keras-seq export tagger``."""
+    export_tagger(args.run_dir, args.out)
+    return 0

@@ -251,3 +251,9 @@ def signature_summary(saved_dir) -> dict:
         out[name] = {"inputs": inputs, "outputs": outputs}
     return out
 
+
+
+def run_saved_model(args) -> int:
+    """``keras-seq export saved-model``."""
+    export_saved_model(args.run_dir, args.out)
+    return 0

@@ -38,6 +38,7 @@ import contextlib
 import gc
 import json
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -50,6 +51,7 @@ from keras_seq.errors import KerasSeqError
 from keras_seq.export.graphs import FrozenWeights, LMGraphs
 from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.runtime.metadata import write_metadata
+from keras_seq.tables import print_json
 from keras_seq.tasks.lm.data import corpus_for
 from keras_seq.tasks.lm.evaluation import evaluate_stream, load_run
 
@@ -592,3 +594,18 @@ def copy_model(out_dir, name: str, target_dir) -> Path:
         shutil.copy2(out_dir / f"{name}{suffix}", target_dir / f"{name}{suffix}")
     shutil.copy2(out_dir / "tokenizer.json", target_dir / "tokenizer.json")
     return target_dir / f"{name}.tflite"
+
+
+def run_tflite(args) -> int:
+    """``keras-seq export tflite``: the files, and one line (or ``--json``: the manifest)."""
+    printer = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
+    manifest = export_tflite(args.run_dir, args.out, variants=args.variants,
+                             graphs=args.graphs, seq_length=args.seq_length,
+                             calib_tokens=args.calib_tokens, check_parity=args.parity,
+                             printer=printer)
+    if args.json:
+        print_json(manifest)
+    else:
+        print(f"wrote {len([m for m in manifest['models'] if 'error' not in m])} model(s) to "
+              f"{args.out} (manifest.json lists sizes, ops and parity)")
+    return 0

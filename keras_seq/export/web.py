@@ -31,7 +31,9 @@ from pathlib import Path
 
 from keras_seq.atomic import file_sha256, write_json_atomic
 from keras_seq.errors import KerasSeqError
+from keras_seq.keyboard import SUGGESTIONS
 from keras_seq.runtime.metadata import read_metadata
+from keras_seq.tables import print_json
 
 WEB_SOURCES = Path(__file__).resolve().parent.parent / "web"
 PAGE_FILES = ("index.html", "app.js", "lm.js", "tokenizer.js", "style.css")
@@ -119,8 +121,8 @@ def export_web(models, out_dir, default: str | None = None, litert_js=None,
     default = default or names[0]
     if default not in names:
         raise KerasSeqError(f"default model {default!r} is not among {names}")
-    if not 1 <= top <= 10:
-        raise KerasSeqError(f"top must be between 1 and 10 suggestions, got {top}")
+    if top not in SUGGESTIONS:
+        raise KerasSeqError(f"top must be {SUGGESTIONS} suggestions, got {top}")
 
     out = Path(out_dir)
     if out.exists() and not (out / "site.json").is_file() and any(out.iterdir()):
@@ -172,3 +174,19 @@ def _copy_litert(litert: Path, target: Path) -> None:
         for suffix in (".js", ".wasm"):
             shutil.copy2(litert / "core" / "wasm" / f"{stem}{suffix}",
                          target / "wasm" / f"{stem}{suffix}")
+
+
+def run_web(args) -> int:
+    """``keras-seq export web``: the site, and one line (or ``--json``: what it holds)."""
+    models = step_models(args.tflite_dir) if args.tflite_dir else [Path(m) for m in args.model]
+    default = args.default
+    if default is None and any(m.stem == "step_dynamic" for m in models):
+        default = "step_dynamic"
+    site = export_web(models, args.out, default=default, litert_js=args.litert_js,
+                      top=args.top)
+    if args.json:
+        print_json(site)
+    else:
+        print(f"wrote the site to {args.out}: {len(site['models'])} model(s), opens with "
+              f"{site['default']}. Serve it: keras-seq demo --web --site {args.out}")
+    return 0

@@ -23,7 +23,7 @@ import numpy as np
 from keras_seq import runs
 from keras_seq.atomic import write_json_atomic
 from keras_seq.data.tokenizers import load_tokenizer
-from keras_seq.errors import DataError
+from keras_seq.errors import DataError, KerasSeqError
 
 LABELS_FORMAT = "keras-seq-labels"
 LABELS_FILE = "labels.json"
@@ -230,3 +230,16 @@ def load_labelled_run(run_dir, kind: str, config_cls, which: str = "best"):
     config = config_cls.load(run_dir / runs.CONFIG)
     return (config, load_tokenizer(run_dir), Labels.load(run_dir / LABELS_FILE),
             loading.load_model(run_dir, which))
+
+
+def texts_or_stdin(texts, what: str) -> list[str]:
+    """``texts`` (a use command's arguments), else the non-blank lines of stdin; refused
+    when both are empty, ``what`` saying what to pass (``"nothing to predict; pass texts
+    as arguments or on stdin"``)."""
+    # lazy: stdin is read only by the commands that take texts
+    import sys
+
+    texts = list(texts) or [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    if not texts:
+        raise KerasSeqError(what)
+    return texts

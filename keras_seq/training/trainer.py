@@ -32,6 +32,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from keras_seq import atomic, runs
 from keras_seq.backend import require_tensorflow_backend, select_backend, tensorflow_available
@@ -50,13 +51,30 @@ class Prepared:
             "not learning" and "diverging" diagnostics.
         notes: ``(kind, message)`` warnings printed before training and kept under
             ``diagnostics`` in ``metrics.json``.
-        data: anything else the task needs later (encoded splits, labels, …).
+        state: the task's own typed object (a dataclass of its encoded splits, tokenizers,
+            labels…), read back by its other methods; the trainer never writes into it.
+        strategy: the ``tf.distribute`` strategy the trainer runs (None: one device);
+            written by the trainer.
+        stopped_mid_epoch: whether the time budget stopped the run inside an epoch;
+            written by the trainer before :meth:`Task.results`.
+
+    Example:
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class ParityState:
+    ...     train: list
+    >>> prepared = Prepared(state=ParityState(train=[0, 1]), chance_loss=0.69)
+    >>> prepared.state.train, prepared.strategy, prepared.stopped_mid_epoch
+    ([0, 1], None, False)
     """
 
     artifacts: dict = field(default_factory=dict)
     chance_loss: float | None = None
     notes: list[tuple[str, str]] = field(default_factory=list)
-    data: dict = field(default_factory=dict)
+    state: Any = None
+    strategy: Any = None
+    stopped_mid_epoch: bool = False
 
 
 @dataclass
@@ -94,7 +112,7 @@ class Task:
     #: budget is checked after every batch on one device and a stop commits that position
     resumes_mid_epoch: bool = False
     #: whether ``--strategy mirrored|multi-worker`` is implemented for the task (its
-    #: :meth:`fit_plan` serves ``prepared.data["strategy"]``'s replicas)
+    #: :meth:`fit_plan` serves ``prepared.strategy``'s replicas)
     distributable: bool = False
 
     def prepare(self, config, run_dir: Path, resume: bool, printer) -> Prepared:
@@ -403,7 +421,7 @@ def _prepare(task, config, run_dir: Path, resume: bool, printer, backend_notes: 
         _check_writable(run_dir)
     keras.utils.set_random_seed(config.seed)
     prepared = task.prepare(config, run_dir, resume, printer)
-    prepared.data["strategy"] = strategy
+    prepared.strategy = strategy
     for _, note in prepared.notes:
         printer(note)
     point = _resume_point(run_dir, printer, backend_notes) if resume else None
@@ -535,7 +553,7 @@ def _write_results(task, config, prepared: Prepared, run_dir: Path, model, plan:
                "recurrent_paths": _recurrent_paths(model), "diagnostics": report}
     if plan.items_per_step and steps_run:
         results[f"{plan.unit}_per_sec"] = steps_run * plan.items_per_step / max(seconds, 1e-9)
-    prepared.data["stopped_mid_epoch"] = budget.stopped_at is not None
+    prepared.stopped_mid_epoch = budget.stopped_at is not None
     results.update(task.results(config, prepared, run_dir, model))
     atomic.write_json_atomic(run_dir / runs.METRICS, results)
     return results

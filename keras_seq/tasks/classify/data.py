@@ -37,6 +37,7 @@ import numpy as np
 
 from keras_seq.data.splits import DEFAULT_SPLIT, SPLITS, parse_split, split_items
 from keras_seq.errors import DataError
+from keras_seq.tasks.classify.config import ClassifyConfig
 
 TASKS = ("tsv:PATH", "reviews-negation")
 HEADER_NAMES = ("label", "labels", "class", "category", "sentiment")
@@ -437,3 +438,10 @@ def make_classification_task(spec: str, seed: int = 0, train_size: int | None = 
                                   spec=params)
     raise DataError(f"unknown classification task {spec!r}; expected one of: "
                     f"{', '.join(TASKS)} (a text<TAB>label file)")
+
+
+def task_data(config: ClassifyConfig):
+    """The task a run trains on, made from its config (seed, sizes, split)."""
+    return make_classification_task(config.data, seed=config.seed, train_size=config.train_size,
+                                    val_size=config.val_size, test_size=config.test_size,
+                                    split_ratio=config.split_ratio, **config.task_options())

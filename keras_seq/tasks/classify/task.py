@@ -11,6 +11,7 @@ negation distance of ``reviews-negation``), the accuracy per group.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
@@ -19,6 +20,7 @@ import numpy as np
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.classifier import SequenceClassifier
+from keras_seq.tables import print_json, table_lines
 from keras_seq.tasks._common import (
     LABELS_FILE,
     Labels,
@@ -26,18 +28,13 @@ from keras_seq.tasks._common import (
     example_batches,
     fit_kwargs,
     load_labelled_run,
+    texts_or_stdin,
 )
 from keras_seq.tasks.classify import metrics
 from keras_seq.tasks.classify.config import ClassifyConfig
-from keras_seq.tasks.classify.data import make_classification_task
+from keras_seq.tasks.classify.data import task_data
 from keras_seq.training import trainer
 from keras_seq.training.trainer import FitPlan, Prepared
-
-
-def task_data(config: ClassifyConfig):
-    return make_classification_task(config.data, seed=config.seed, train_size=config.train_size,
-                                    val_size=config.val_size, test_size=config.test_size,
-                                    split_ratio=config.split_ratio, **config.task_options())
 
 
 def encode_texts(tokenizer, texts, max_len: int | None = None) -> list[np.ndarray]:
@@ -100,6 +97,57 @@ def evaluate_run(run_dir, split: str = "test", plot_dir=None) -> dict:
     return result
 
 
+@dataclass
+class ClassifyState:
+    """What :meth:`ClassifyTask.prepare` hands to the task's other methods.
+
+    Attributes:
+        data: the task's splits (:func:`task_data`).
+        tokenizer: the word tokenizer fitted on train (or loaded, resuming).
+        labels: the label vocabulary.
+        encoded: ``{split: (word ids per text, label ids)}`` of the non-empty splits.
+    """
+
+    data: object
+    tokenizer: object
+    labels: Labels
+    encoded: dict
+
+
+def eval_lines(result: dict) -> list[str]:
+    """What ``keras-seq eval classify`` prints: accuracy and macro-F1, the confusion table,
+    the accuracy per group (where the data has groups) and the confusion PNG."""
+    lines = [f"{result['split']} ({result['n']:,} examples): accuracy "
+             f"{100 * result['accuracy']:.2f}%, macro-F1 {100 * result['macro_f1']:.2f}%",
+             *table_lines(metrics.confusion_table(result["report"]))]
+    if result.get("by_group"):
+        lines += table_lines([{"group": str(g), "n": v["n"], "accuracy %": 100 * v["accuracy"]}
+                              for g, v in result["by_group"].items()])
+    return [*lines, f"confusion matrix: {result['confusion_png']}"]
+
+
+def predict(args) -> int:
+    """``keras-seq predict`` on a classify run: the ``--top`` labels of each text with
+    their scores (``--json``: one row per text)."""
+    if args.top < 1:
+        raise KerasSeqError(f"--top must be ≥ 1, got {args.top}")
+    texts = texts_or_stdin(args.text, "nothing to predict; pass texts as arguments or on "
+                                      "stdin")
+    config, tokenizer, labels, model = load_run(args.run_dir)
+    rows = []
+    for text, p in zip(texts, predict_proba(model, tokenizer, texts, config.max_len)):
+        best = p.argsort()[::-1][: args.top]
+        rows.append({"text": text, "labels": labels.names(best),
+                     "scores": [round(float(p[i]), 4) for i in best]})
+    if args.json:
+        print_json(rows)
+        return 0
+    for r in rows:
+        shown = ", ".join(f"{name} {s:.3f}" for name, s in zip(r["labels"], r["scores"]))
+        print(f"{shown}\t{r['text']}")
+    return 0
+
+
 class ClassifyTask(trainer.Task):
     """N→1: one label per text."""
 
@@ -136,31 +184,30 @@ class ClassifyTask(trainer.Task):
                    for split, pairs in data.splits.items() if pairs}
         return Prepared(artifacts={"tokenizer.json": tokenizer, LABELS_FILE: labels},
                         chance_loss=math.log(len(labels)), notes=notes,
-                        data={"data": data, "tokenizer": tokenizer, "labels": labels,
-                              "encoded": encoded})
+                        state=ClassifyState(data, tokenizer, labels, encoded))
 
     def build_model(self, config: ClassifyConfig, prepared: Prepared):
-        return build_model(config, prepared.data["tokenizer"].vocab_size,
-                           len(prepared.data["labels"]))
+        return build_model(config, prepared.state.tokenizer.vocab_size,
+                           len(prepared.state.labels))
 
     def fit_plan(self, config: ClassifyConfig, prepared: Prepared, initial_epoch: int,
                  printer, start_batch: int = 0) -> FitPlan:
-        encoded = prepared.data["encoded"]
+        encoded = prepared.state.encoded
         train = example_batches(*encoded["train"], config.batch_size, seed=config.seed)
         val = (example_batches(*encoded["val"], config.batch_size, seed=None)
                if "val" in encoded else [])
         kwargs = fit_kwargs(train, val, config.seed, initial_epoch, start_batch=start_batch)
-        described = prepared.data["data"].describe()
+        described = prepared.state.data.describe()
         printer(f"{config.data}: {described['sizes']}, labels {described['labels']}; "
                 f"{len(train)} steps/epoch")
         return FitPlan(kwargs, len(train), items_per_step=config.batch_size, unit="examples")
 
     def results(self, config: ClassifyConfig, prepared: Prepared, run_dir: Path,
                 model) -> dict:
-        out = {"task": config.data, "data": prepared.data["data"].describe(),
-               "tokenizer": prepared.data["tokenizer"].describe()}
+        out = {"task": config.data, "data": prepared.state.data.describe(),
+               "tokenizer": prepared.state.tokenizer.describe()}
         for split in ("val", "test"):
-            if prepared.data["data"].splits.get(split):
+            if prepared.state.data.splits.get(split):
                 out[split] = evaluate_run(run_dir, split)
         return out
 

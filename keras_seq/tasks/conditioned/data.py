@@ -59,6 +59,7 @@ import numpy as np
 from keras_seq.data.corpus import decode_text
 from keras_seq.data.splits import SPLITS, parse_split, split_items, split_sizes
 from keras_seq.errors import DataError
+from keras_seq.tasks.conditioned.config import ConditionedConfig
 
 SOURCE = "python-docs-topics"
 TOPIC_SPLIT = "80/10/10"  # the cut of every block (topic, condition) unless told otherwise
@@ -464,3 +465,9 @@ def conditioned_batches(encoded, batch_size: int, seed: int | None = 0,
             condition[row] = cond
         batches.append(((tokens, condition), targets, weights))
     return batches
+
+
+def task_data(config: ConditionedConfig):
+    """The task a run trains on, made from its config (seed, sizes, split)."""
+    return make_conditioned_task(config.data, seed=config.seed, grouping=config.grouping,
+                                 shuffle=config.shuffle, split_ratio=config.split_ratio)

@@ -11,6 +11,7 @@ test perplexity over the same target tokens in both cases, and a sample per cond
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
@@ -20,7 +21,7 @@ from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.conditioned_lm import ConditionedLM
 from keras_seq.models.perplexity import Perplexity
-from keras_seq.sampling import TopKSampler
+from keras_seq.sampling import TopKSampler, make_sampler
 from keras_seq.tasks._common import (
     LABELS_FILE,
     Labels,
@@ -32,15 +33,10 @@ from keras_seq.tasks.conditioned.config import ConditionedConfig
 from keras_seq.tasks.conditioned.data import (
     conditioned_batches,
     encode_conditioned,
-    make_conditioned_task,
+    task_data,
 )
 from keras_seq.training import trainer
 from keras_seq.training.trainer import FitPlan, Prepared
-
-
-def task_data(config: ConditionedConfig):
-    return make_conditioned_task(config.data, seed=config.seed, grouping=config.grouping,
-                                 shuffle=config.shuffle, split_ratio=config.split_ratio)
 
 
 def encoded_split(config: ConditionedConfig, data, tokenizer, split: str):
@@ -119,6 +115,52 @@ def evaluate_run(run_dir, split: str = "test") -> dict:
                             "data_sha256": data.sha256}}
 
 
+@dataclass
+class ConditionedState:
+    """What :meth:`ConditionedTask.prepare` hands to the task's other methods.
+
+    Attributes:
+        data: the task's paragraphs and conditions (:func:`task_data`).
+        tokenizer: the word tokenizer fitted on train (or loaded, resuming).
+        conditions: the condition vocabulary.
+        encoded: ``{"train"|"val": [(condition id, ids), …]}``.
+    """
+
+    data: object
+    tokenizer: object
+    conditions: Labels
+    encoded: dict
+
+
+def eval_lines(result: dict) -> list[str]:
+    """What ``keras-seq eval conditioned`` prints: perplexity, overall and by position in
+    the paragraph, and the sample of each condition."""
+    return [f"{result['split']}: PPL {result['ppl']:.2f} ({result['nats']:.4f} nats) over "
+            f"{result['tokens']:,} tokens, "
+            f"{'conditioned' if result['conditioned'] else 'unconditioned'}",
+            "by position in the paragraph: " + ", ".join(
+                f"{b['positions']}: PPL {b['ppl']:.1f}" for b in result["by_position"]),
+            *(f"  [{name}] {text}" for name, text in result["samples"].items())]
+
+
+def generate(args) -> int:
+    """``keras-seq generate`` on a conditioned run: a paragraph for ``--condition`` (or
+    for each condition), one line each."""
+    sampler = make_sampler(args.sampler, args.temperature, args.top_k, args.top_p)
+    config, tokenizer, conditions, model = load_run(args.run_dir)
+    if args.prompt:
+        raise KerasSeqError("--prompt is not supported for conditioned runs; pass --condition")
+    if args.condition is not None and args.condition not in conditions.index:
+        raise KerasSeqError(f"unknown condition {args.condition!r}; this run knows "
+                            f"{', '.join(conditions.list)}")
+    names = [args.condition] if args.condition is not None else conditions.list
+    for name in names:
+        cid = 0 if config.unconditioned else conditions.index[name]
+        text = generate_text(model, tokenizer, cid, args.max_tokens, args.seed, sampler)
+        print(f"[{name}] {text}")
+    return 0
+
+
 class ConditionedTask(trainer.Task):
     """1→N: a label conditions every token of a language model."""
 
@@ -144,23 +186,22 @@ class ConditionedTask(trainer.Task):
             raise KerasSeqError(f"{config.data} has no training text")
         return Prepared(artifacts={"tokenizer.json": tokenizer, LABELS_FILE: conditions},
                         chance_loss=math.log(tokenizer.vocab_size),
-                        data={"data": data, "tokenizer": tokenizer, "conditions": conditions,
-                              "encoded": encoded})
+                        state=ConditionedState(data, tokenizer, conditions, encoded))
 
     def build_model(self, config: ConditionedConfig, prepared: Prepared):
-        return build_model(config, prepared.data["tokenizer"].vocab_size,
-                           len(prepared.data["conditions"]))
+        return build_model(config, prepared.state.tokenizer.vocab_size,
+                           len(prepared.state.conditions))
 
     def fit_plan(self, config: ConditionedConfig, prepared: Prepared, initial_epoch: int,
                  printer, start_batch: int = 0) -> FitPlan:
-        encoded = prepared.data["encoded"]
+        encoded = prepared.state.encoded
         train = conditioned_batches(encoded["train"], config.batch_size, seed=config.seed,
                                     max_len=config.max_len)
         val = conditioned_batches(encoded["val"], config.batch_size, seed=None,
                                   max_len=config.max_len) if encoded["val"] else []
         kwargs = fit_kwargs(train, val, config.seed, initial_epoch, start_batch=start_batch)
         tokens = sum(float(w.sum()) for _, _, w in train)
-        conditions = 1 if config.unconditioned else len(prepared.data["conditions"])
+        conditions = 1 if config.unconditioned else len(prepared.state.conditions)
         printer(f"{config.data}: {conditions} condition(s), {len(encoded['train']):,} training "
                 f"paragraphs ({tokens:,.0f} target tokens)")
         return FitPlan(kwargs, len(train), items_per_step=tokens / len(train), unit="tokens")
@@ -168,10 +209,10 @@ class ConditionedTask(trainer.Task):
     def results(self, config: ConditionedConfig, prepared: Prepared, run_dir: Path,
                 model) -> dict:
         out = {"task": config.data, "conditioned": not config.unconditioned,
-               "data": prepared.data["data"].describe(),
-               "tokenizer": prepared.data["tokenizer"].describe()}
+               "data": prepared.state.data.describe(),
+               "tokenizer": prepared.state.tokenizer.describe()}
         for split in ("val", "test"):
-            if prepared.data["data"].splits.get(split):
+            if prepared.state.data.splits.get(split):
                 out[split] = evaluate_run(run_dir, split)
         return out
 

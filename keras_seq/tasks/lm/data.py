@@ -31,6 +31,11 @@ from keras_seq.errors import DataError
 from keras_seq.tasks.lm.config import LMConfig
 
 
+def task_data(config: LMConfig) -> Corpus | PreparedCorpus:
+    """The task a run trains on: for a language model, its corpus (:func:`corpus_for`)."""
+    return corpus_for(config)
+
+
 def corpus_for(config: LMConfig) -> Corpus | PreparedCorpus:
     """The corpus a run trains and is measured on: ``config.data`` at ``config.split_ratio``
     (a prepared directory: opened, after checking that the config asks for its tokenizer

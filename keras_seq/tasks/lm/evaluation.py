@@ -137,7 +137,7 @@ def perplexity_interval(log_probs, window: int, z: float = 1.96) -> dict:
             "se": se, "tokens": int(losses.size), "windows": int(k)}
 
 
-def evaluate_run(run_dir: str | Path, split: str = "val") -> PerplexityResult:
+def perplexity_of_run(run_dir: str | Path, split: str = "val") -> PerplexityResult:
     """Cross-entropy and perplexity of a run's model on ``split`` (state carried)."""
     config, tokenizer, model = load_run(run_dir)
     corpus = corpus_for(config)

@@ -13,6 +13,8 @@ learning rate), ``tensorboard/samples`` (text sampled each epoch) and
 from __future__ import annotations
 
 import math
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
@@ -20,11 +22,13 @@ import numpy as np
 
 from keras_seq.data.batching import StreamLayout, stream_arrays, stream_dataset
 from keras_seq.errors import KerasSeqError
+from keras_seq.keyboard import format_metrics, outcomes_or_note
 from keras_seq.models.nplm import NPLM
 from keras_seq.models.perplexity import Perplexity
 from keras_seq.models.rnn_lm import RecurrentLM
-from keras_seq.sampling import TopKSampler
+from keras_seq.sampling import TopKSampler, make_sampler
 from keras_seq.tasks._common import batches_dataset, compile_options, fit_kwargs
+from keras_seq.tasks.lm import evaluation
 from keras_seq.tasks.lm.config import LMConfig
 from keras_seq.tasks.lm.data import (
     corpus_for,
@@ -36,11 +40,13 @@ from keras_seq.tasks.lm.data import (
     window_batches,
 )
 from keras_seq.tasks.lm.evaluation import (
-    evaluate_run,
     evaluate_stream,
     evaluate_windows,
     generate_tokens,
+    keyboard_outcomes,
+    load_run,
     perplexity_interval,
+    stream_to_stdout,
 )
 from keras_seq.training import callbacks as cb
 from keras_seq.training import distribute, trainer
@@ -239,6 +245,22 @@ def _distributed_plan(config: LMConfig, train_ids, val_ids, strategy, printer) -
     return FitPlan(kwargs, steps, items_per_step=B * T, unit="tokens")
 
 
+@dataclass
+class LMState:
+    """What :meth:`LMTask.prepare` hands to the task's other methods.
+
+    Attributes:
+        tokenizer: fitted on train (or loaded, resuming).
+        corpus: the text corpus or the prepared (memory-mapped) one.
+        train_ids, val_ids: the splits' token ids.
+    """
+
+    tokenizer: object
+    corpus: object
+    train_ids: np.ndarray
+    val_ids: np.ndarray
+
+
 class LMTask(trainer.Task):
     """Next-token language modelling with stateful truncated (or full) BPTT."""
 
@@ -257,15 +279,14 @@ class LMTask(trainer.Task):
         return Prepared(artifacts={"tokenizer.json": tokenizer},
                         chance_loss=math.log(tokenizer.vocab_size),
                         notes=[("unk-unseen", warning)] if warning else [],
-                        data={"tokenizer": tokenizer, "corpus": corpus, "train_ids": train_ids,
-                              "val_ids": val_ids})
+                        state=LMState(tokenizer, corpus, train_ids, val_ids))
 
     def build_model(self, config: LMConfig, prepared: Prepared):
-        return build_model(config, prepared.data["tokenizer"].vocab_size)
+        return build_model(config, prepared.state.tokenizer.vocab_size)
 
     def fit_plan(self, config: LMConfig, prepared: Prepared, initial_epoch: int,
                  printer, start_batch: int = 0) -> FitPlan:
-        train_ids, val_ids = prepared.data["train_ids"], prepared.data["val_ids"]
+        train_ids, val_ids = prepared.state.train_ids, prepared.state.val_ids
         B, T = config.batch_size, config.bptt
         if config.eval_tokens:  # validation is the sample's (_SampleValidation), not fit's
             val_ids = np.array([], np.int32)
@@ -278,7 +299,7 @@ class LMTask(trainer.Task):
             kwargs = fit_kwargs(train, val, config.seed, initial_epoch, steps,
                                 start_batch=start_batch)
             return FitPlan(kwargs, steps, items_per_step=B, unit="tokens")
-        strategy = prepared.data.get("strategy")
+        strategy = prepared.strategy
         if strategy is not None:
             if config.model != "rnn" or config.bptt_mode != "truncated":
                 raise KerasSeqError("--strategy mirrored|multi-worker trains the RNN LM with "
@@ -297,7 +318,7 @@ class LMTask(trainer.Task):
                 printer(f"note: val split too short for batch {B} × bptt {T}; no validation "
                         "in fit")
             return FitPlan(kwargs, steps, items_per_step=B * T, unit="tokens")
-        eos_id = prepared.data["tokenizer"].eos_id
+        eos_id = prepared.state.tokenizer.eos_id
         if eos_id is None:
             raise KerasSeqError("full-BPTT mode trains on whole lines and needs a word or "
                                 "subword tokenizer (char has no line token)")
@@ -320,19 +341,19 @@ class LMTask(trainer.Task):
         tb_dir = run_dir / "tensorboard"
         first = []
         if config.bptt_mode == "truncated" and config.model == "rnn":
-            if prepared.data.get("strategy") is not None:  # replicas: zeroed at epoch starts
+            if prepared.strategy is not None:  # replicas: zeroed at epoch starts
                 first.append(cb.ResetStatesCallback())
             else:  # zeroed where the stream starts: epochs may be shorter than one pass
-                n = stream_batches(config, len(prepared.data["train_ids"]))
+                n = stream_batches(config, len(prepared.state.train_ids))
                 first.append(cb.ResetStatesCallback(n, config.steps_per_epoch or n))
             if config.state_reset_prob:
                 first.append(cb.RowStateResets(config.state_reset_prob, config.seed))
         if config.optimizer == "sgd" or config.lr_decay != 1.0:
             first.append(cb.PTBLearningRate(config.lr, config.lr_decay, config.decay_start))
         middle = [cb.GradientNormLogger(tb_dir / "diagnostics", every=config.log_every),
-                  _SampleWriter(prepared.data["tokenizer"], tb_dir / "samples",
+                  _SampleWriter(prepared.state.tokenizer, tb_dir / "samples",
                                 config.sample_tokens, config.seed)]
-        val_ids, T = prepared.data["val_ids"], config.bptt
+        val_ids, T = prepared.state.val_ids, config.bptt
         if config.eval_tokens and len(val_ids) > 2:
             middle.append(_SampleValidation(val_ids[: config.eval_tokens + 1], T))
         elif config.eval_tokens:
@@ -350,15 +371,15 @@ class LMTask(trainer.Task):
         return (lambda: sampler.last) if sampler.n_tokens else None
 
     def results(self, config: LMConfig, prepared: Prepared, run_dir: Path, model) -> dict:
-        tokenizer, corpus = prepared.data["tokenizer"], prepared.data["corpus"]
+        tokenizer, corpus = prepared.state.tokenizer, prepared.state.corpus
         results = {"tokenizer": tokenizer.describe(), "corpus": corpus.describe()}
-        if config.eval_tokens and prepared.data.get("stopped_mid_epoch"):
+        if config.eval_tokens and prepared.stopped_mid_epoch:
             # a bounded validation was asked for: the whole splits wait for the end
             results["evaluation"] = "the val and test splits are evaluated when training ends"
             return results
         for split in ("val", "test"):
             if has_text(corpus, split):
-                results[split] = evaluate_run(run_dir, split).to_dict()
+                results[split] = evaluation.perplexity_of_run(run_dir, split).to_dict()
         return results
 
     def result_lines(self, results: dict) -> list[str]:
@@ -390,3 +411,45 @@ def train_lm(config: LMConfig, run_dir: str | Path, resume: bool = False,
 
 def format_results(results: dict) -> str:
     return trainer.format_results(results, TASK)
+
+
+# ----------------------------------------------------------------------------------------
+# The commands: eval and generate
+
+
+def evaluate_run(run_dir: str | Path, split: str = "val", keyboard: bool | None = None,
+                 suggestions: int = 3) -> dict:
+    """What ``keras-seq eval lm`` reports: the perplexity of the split with its state
+    carried over (:func:`keras_seq.tasks.lm.evaluation.perplexity_of_run`, as a dict) and the
+    keyboard metrics with ``suggestions`` suggestions (``keyboard`` None: where the run's
+    words allow, else a note on stderr; False: not measured; ``"keyboard"`` is then None).
+    """
+    result = evaluation.perplexity_of_run(run_dir, split)
+    outcomes = outcomes_or_note(keyboard, lambda: keyboard_outcomes(run_dir, split,
+                                                                    suggestions))
+    return {**result.to_dict(), "keyboard": outcomes.metrics() if outcomes else None}
+
+
+def eval_lines(result: dict) -> list[str]:
+    """What ``keras-seq eval lm`` prints: cross-entropy and perplexity, the keyboard
+    metrics, the fingerprint."""
+    fingerprint = result["fingerprint"]
+    lines = [f"{fingerprint['split']}: cross-entropy {result['nats']:.4f} nats "
+             f"({result['bits']:.3f} bits), PPL {result['ppl']:.2f} over "
+             f"{result['tokens']:,} tokens ({result['oov']:,} <unk>)"]
+    if result.get("keyboard"):
+        lines.append(format_metrics(result["keyboard"]))
+    return lines + [f"fingerprint {fingerprint['tokenizer']}, corpus {fingerprint['corpus']} "
+                    f"({fingerprint['corpus_sha256'][:12]}…)"]
+
+
+def generate(args) -> int:
+    """``keras-seq generate`` on an lm run: ``--prompt`` continued token by token on
+    stdout."""
+    sampler = make_sampler(args.sampler, args.temperature, args.top_k, args.top_p)
+    _, tokenizer, model = load_run(args.run_dir)
+    sys.stdout.write(args.prompt)
+    generate_tokens(model, tokenizer, args.prompt, args.max_tokens, sampler, args.seed,
+                    on_token=stream_to_stdout(tokenizer))
+    sys.stdout.write("\n")
+    return 0

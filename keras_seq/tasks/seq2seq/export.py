@@ -85,3 +85,10 @@ def export_run(run_dir, path) -> Path:
 
     _, src_tok, tgt_tok, model = load_run(run_dir)
     return export_saved_model(model, src_tok, tgt_tok, path)
+
+
+def run_export(args) -> int:
+    """``keras-seq export seq2seq``."""
+    path = export_run(args.run_dir, args.out)
+    print(f"wrote SavedModel {path}")
+    return 0

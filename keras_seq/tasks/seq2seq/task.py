@@ -14,6 +14,8 @@ config is in :mod:`.config`, the data in :mod:`.data`, evaluation in :mod:`.eval
 from __future__ import annotations
 
 import math
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
@@ -22,9 +24,11 @@ import numpy as np
 from keras_seq.data.tokenizers import load_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.seq2seq import Seq2Seq
-from keras_seq.tasks._common import compile_options, fit_kwargs
+from keras_seq.tables import table_lines
+from keras_seq.tasks._common import compile_options, fit_kwargs, texts_or_stdin
 from keras_seq.tasks.seq2seq.config import Seq2SeqConfig
 from keras_seq.tasks.seq2seq.data import encode_pairs, fit_tokenizers, make_batches, task_data
+from keras_seq.tasks.seq2seq.decoding import translate as decode_texts
 from keras_seq.tasks.seq2seq.evaluation import evaluate_pairs, evaluate_run, load_run, tokens_of
 from keras_seq.training import trainer
 from keras_seq.training.summaries import SummaryWriter
@@ -32,7 +36,7 @@ from keras_seq.training.trainer import FitPlan, Prepared
 
 RUN_FORMAT = "keras-seq-seq2seq-run"
 __all__ = ["Seq2SeqConfig", "TASK", "train_seq2seq", "evaluate_run", "load_run",
-           "format_results"]
+           "eval_lines", "translate", "format_results"]
 
 
 # ----------------------------------------------------------------------------------------
@@ -101,6 +105,26 @@ class Seq2SeqMonitor(keras.callbacks.Callback):
 # The task
 
 
+@dataclass
+class Seq2SeqState:
+    """What :meth:`Seq2SeqTask.prepare` hands to the task's other methods.
+
+    Attributes:
+        data: the task's pairs (:func:`~keras_seq.tasks.seq2seq.data.task_data`).
+        src_tok, tgt_tok: the source and target tokenizers.
+        train, val: the encoded pairs that fit the length limits.
+        monitor: the per-epoch exact-match callback, once :meth:`Seq2SeqTask.callbacks`
+            made it (its ``reached`` goes into the results).
+    """
+
+    data: object
+    src_tok: object
+    tgt_tok: object
+    train: list
+    val: list
+    monitor: object = None
+
+
 class Seq2SeqTask(trainer.Task):
     """Unaligned N→M: encoder–decoder with teacher forcing, greedy exact match per epoch."""
 
@@ -133,24 +157,23 @@ class Seq2SeqTask(trainer.Task):
         return Prepared(
             artifacts={"source_tokenizer.json": src_tok, "target_tokenizer.json": tgt_tok},
             chance_loss=math.log(tgt_tok.vocab_size),
-            data={"data": data, "src_tok": src_tok, "tgt_tok": tgt_tok, "train": train,
-                  "val": val})
+            state=Seq2SeqState(data, src_tok, tgt_tok, train, val))
 
     def build_model(self, config: Seq2SeqConfig, prepared: Prepared):
-        return build_model(config, prepared.data["src_tok"].vocab_size,
-                           prepared.data["tgt_tok"].vocab_size)
+        return build_model(config, prepared.state.src_tok.vocab_size,
+                           prepared.state.tgt_tok.vocab_size)
 
     def fit_plan(self, config: Seq2SeqConfig, prepared: Prepared, initial_epoch: int,
                  printer, start_batch: int = 0) -> FitPlan:
-        train, val = prepared.data["train"], prepared.data["val"]
-        bos, eos = Seq2Seq.special_ids(prepared.data["tgt_tok"].vocab_size)
+        train, val = prepared.state.train, prepared.state.val
+        bos, eos = Seq2Seq.special_ids(prepared.state.tgt_tok.vocab_size)
         train_batches = make_batches(train, config.batch_size, bos, eos, seed=config.seed)
         steps = config.steps_per_epoch or len(train_batches)
         val_batches = make_batches(val, config.batch_size, bos, eos, seed=None) if val else []
         printer(f"{config.attention} seq2seq: {len(train):,} training pairs, {steps} "
                 "steps/epoch")
         kwargs = fit_kwargs(train_batches, val_batches, config.seed, initial_epoch, steps,
-                            strategy=prepared.data.get("strategy"), start_batch=start_batch)
+                            strategy=prepared.strategy, start_batch=start_batch)
         return FitPlan(kwargs, steps, items_per_step=config.batch_size, unit="pairs")
 
     def describe_model(self, model) -> str:
@@ -159,23 +182,23 @@ class Seq2SeqTask(trainer.Task):
 
     def callbacks(self, config: Seq2SeqConfig, prepared: Prepared, run_dir: Path,
                   report: list, printer):
-        monitor = Seq2SeqMonitor(prepared.data["src_tok"], prepared.data["tgt_tok"],
-                                 prepared.data["data"].splits["val"][: config.eval_size],
+        monitor = Seq2SeqMonitor(prepared.state.src_tok, prepared.state.tgt_tok,
+                                 prepared.state.data.splits["val"][: config.eval_size],
                                  run_dir / "tensorboard" / "attention",
                                  images=config.attention_images,
                                  target_exact_match=config.target_exact_match, printer=printer)
-        prepared.data["monitor"] = monitor
+        prepared.state.monitor = monitor
         return [], [monitor]
 
     def results(self, config: Seq2SeqConfig, prepared: Prepared, run_dir: Path,
                 model) -> dict:
-        src_tok, tgt_tok = prepared.data["src_tok"], prepared.data["tgt_tok"]
+        src_tok, tgt_tok = prepared.state.src_tok, prepared.state.tgt_tok
         test = evaluate_run(run_dir, "test")
         return {"format": RUN_FORMAT, "task": config.data, "attention": config.attention,
                 "params": model.param_report(),
-                "target_reached": prepared.data["monitor"].reached,
+                "target_reached": prepared.state.monitor.reached,
                 "source_tokenizer": src_tok.describe(), "target_tokenizer": tgt_tok.describe(),
-                "data": prepared.data["data"].describe(),
+                "data": prepared.state.data.describe(),
                 "test": {k: v for k, v in test.items() if not k.startswith("_")}}
 
     def result_lines(self, results: dict) -> list[str]:
@@ -204,3 +227,62 @@ def train_seq2seq(config: Seq2SeqConfig, run_dir, resume: bool = False, verbose:
 
 def format_results(results: dict) -> str:
     return trainer.format_results(results, TASK)
+
+
+# ----------------------------------------------------------------------------------------
+# The commands: eval's lines and translate
+
+
+def eval_lines(result: dict) -> list[str]:
+    """What ``keras-seq eval seq2seq`` prints: the scores, a table per source-length
+    bucket, three examples and the plots written."""
+    lines = [f"{result['split']} ({result['n']:,} pairs, beam {result['beam']}, "
+             f"{result['params']:,} parameters): exact match "
+             f"{100 * result['exact_match']:.2f}%, token accuracy "
+             f"{100 * result['token_accuracy']:.2f}%, BLEU {result['bleu']:.2f}"]
+    lines += table_lines([{"source length": r["bucket"], "n": r["n"],
+                           "exact %": round(100 * r["exact_match"], 2),
+                           "token acc %": round(100 * r["token_accuracy"], 2)}
+                          for r in result["by_length"] if r["n"]])
+    lines += [f"  {ex['source']!r} → {ex['output']!r} (reference {ex['reference']!r})"
+              for ex in result["examples"][:3]]
+    return lines + [f"{name}: {path}" for name, path in result.get("plots", {}).items()]
+
+
+def translate(args) -> int:
+    """``keras-seq translate``: one translation per source text; with ``--export DIR``,
+    the string → string SavedModel first (and the texts translated by its reload)."""
+    if args.export:
+        return _translate_export(args)
+    texts = texts_or_stdin(args.text, "nothing to translate; pass the text as an argument "
+                                      "or on stdin")
+    _, src_tok, tgt_tok, model = load_run(args.run_dir)
+
+    def warn(i, count):
+        print(f"note: source {i} has {count} {src_tok.kind} token(s) outside the vocabulary; "
+              "they were read as <unk>", file=sys.stderr)
+
+    for out in decode_texts(model, src_tok, tgt_tok, texts, beam=args.beam,
+                            length_penalty=args.length_penalty, on_unknown=warn):
+        print(out)
+    return 0
+
+
+def _translate_export(args) -> int:
+    # lazy: keeps `keras-seq --help` fast
+    from keras_seq.backend import require_tensorflow_backend
+
+    require_tensorflow_backend("translate --export")
+    # lazy: loads TensorFlow, once it is known to be Keras's backend
+    import tensorflow as tf
+
+    from keras_seq.tasks.seq2seq.export import export_run
+
+    path = export_run(args.run_dir, args.export)
+    print(f"SavedModel written to {path} (signature serving_default: text → translation)",
+          file=sys.stderr)
+    if args.text:
+        reloaded = tf.saved_model.load(str(path))
+        for out in reloaded.translate(tf.constant(args.text)).numpy():
+            print(out.decode("utf-8"))
+    return 0

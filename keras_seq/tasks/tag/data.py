@@ -47,6 +47,7 @@ from pathlib import Path
 from keras_seq.data.corpus import EMBEDDED, load_corpus
 from keras_seq.data.splits import DEFAULT_SPLIT, SPLITS, parse_split, split_items
 from keras_seq.errors import DataError
+from keras_seq.tasks.tag.config import TagConfig
 
 TASKS = ("conll:PATH", "conllu:PATH", "restore-punct")
 
@@ -521,3 +522,12 @@ def _restore_punct_splits(spec: str, rest: str, corpus: str | None, data_dir, sp
     notes.append(f"derived from corpus {text.name!r}: words lower-cased without "
                  "punctuation; tag = CASE|PUNCT of the original word")
     return splits
+
+
+def task_data(config: TagConfig):
+    """The task a run trains on, made from its config (seed, sizes, split)."""
+    return make_tagging_task(config.data, seed=config.seed, split_ratio=config.split_ratio,
+                             max_sentences=config.max_sentences,
+                             data_dir=config.data_dir, max_len=config.max_len,
+                             token_col=config.token_col, tag_col=config.tag_col,
+                             tag_field=config.tag_field)

@@ -12,6 +12,7 @@ informative tags and, for BIO tags, span F1.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
@@ -20,6 +21,7 @@ import numpy as np
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.models.tagger import SequenceTagger
+from keras_seq.tables import print_json
 from keras_seq.tasks._common import (
     LABELS_FILE,
     Labels,
@@ -27,20 +29,13 @@ from keras_seq.tasks._common import (
     example_batches,
     fit_kwargs,
     load_labelled_run,
+    texts_or_stdin,
 )
 from keras_seq.tasks.tag.config import TagConfig
-from keras_seq.tasks.tag.data import make_tagging_task
-from keras_seq.tasks.tag.metrics import tagging_report
+from keras_seq.tasks.tag.data import restore_punct, restore_text, task_data
+from keras_seq.tasks.tag.metrics import format_report, tagging_report
 from keras_seq.training import trainer
 from keras_seq.training.trainer import FitPlan, Prepared
-
-
-def task_data(config: TagConfig):
-    return make_tagging_task(config.data, seed=config.seed, split_ratio=config.split_ratio,
-                             max_sentences=config.max_sentences,
-                             data_dir=config.data_dir, max_len=config.max_len,
-                             token_col=config.token_col, tag_col=config.tag_col,
-                             tag_field=config.tag_field)
 
 
 def build_model(config: TagConfig, vocab_size: int, num_tags: int):
@@ -87,6 +82,63 @@ def evaluate_run(run_dir, split: str = "test") -> dict:
                             "data_sha256": data.sha256}}
 
 
+@dataclass
+class TagState:
+    """What :meth:`TagTask.prepare` hands to the task's other methods.
+
+    Attributes:
+        data: the task's splits (:func:`task_data`).
+        tokenizer: the word tokenizer fitted on the training words (or loaded, resuming).
+        tags: the tag vocabulary.
+        encoded: ``{split: (word ids per sentence, tag ids per sentence)}``.
+    """
+
+    data: object
+    tokenizer: object
+    tags: Labels
+    encoded: dict
+
+
+def eval_lines(result: dict) -> list[str]:
+    """What ``keras-seq eval tag`` prints: the split's size, then the tagging report."""
+    return [f"{result['split']} ({result['n']:,} sentences)", format_report(result["report"])]
+
+
+def restores_text(config: TagConfig) -> bool:
+    """Whether the run restores punctuation and case (``restore-punct``): it then reads
+    raw text as that task made its sentences, and its tags rewrite the text."""
+    return config.data.startswith("restore-punct")
+
+
+def sentences_of(config: TagConfig, texts) -> list[list[str]]:
+    """The word lists a run tags for raw ``texts``: whitespace-split, or, for a
+    ``restore-punct`` run, read the way the task made its sentences."""
+    if restores_text(config):
+        return [[w for s in restore_punct(text, config.max_len) for w in s[0]]
+                for text in texts]
+    return [text.split() for text in texts]
+
+
+def predict(args) -> int:
+    """``keras-seq predict`` on a tag run: ``word/TAG`` per word (``--json``: one row per
+    text); a ``restore-punct`` run also prints the restored text."""
+    texts = texts_or_stdin(args.text, "nothing to predict; pass texts as arguments or on "
+                                      "stdin")
+    config, tokenizer, labels, model = load_run(args.run_dir)
+    sentences = sentences_of(config, texts)
+    tags = predict_tags(model, tokenizer, labels, sentences)
+    rows = [{"tokens": words, "tags": t} for words, t in zip(sentences, tags)]
+    if args.json:
+        print_json(rows)
+        return 0
+    for r in rows:
+        print(" ".join(f"{w}/{t}" for w, t in zip(r["tokens"], r["tags"])))
+    if restores_text(config):
+        for r in rows:
+            print(restore_text(r["tokens"], r["tags"]))
+    return 0
+
+
 class TagTask(trainer.Task):
     """Aligned N→N: one tag per word."""
 
@@ -116,30 +168,29 @@ class TagTask(trainer.Task):
         return Prepared(artifacts={"tokenizer.json": tokenizer, LABELS_FILE: tags},
                         chance_loss=math.log(len(tags)),
                         notes=[("data", note) for note in data.notes],
-                        data={"data": data, "tokenizer": tokenizer, "tags": tags,
-                              "encoded": encoded})
+                        state=TagState(data, tokenizer, tags, encoded))
 
     def build_model(self, config: TagConfig, prepared: Prepared):
-        return build_model(config, prepared.data["tokenizer"].vocab_size,
-                           len(prepared.data["tags"]))
+        return build_model(config, prepared.state.tokenizer.vocab_size,
+                           len(prepared.state.tags))
 
     def fit_plan(self, config: TagConfig, prepared: Prepared, initial_epoch: int,
                  printer, start_batch: int = 0) -> FitPlan:
-        encoded = prepared.data["encoded"]
+        encoded = prepared.state.encoded
         train = example_batches(*encoded["train"], config.batch_size, seed=config.seed)
         val = (example_batches(*encoded["val"], config.batch_size, seed=None)
                if "val" in encoded else [])
         kwargs = fit_kwargs(train, val, config.seed, initial_epoch, start_batch=start_batch)
         words = sum(len(x) for x in encoded["train"][0])
         printer(f"{config.data}: {len(encoded['train'][0]):,} training sentences "
-                f"({words:,} words), {len(prepared.data['tags'])} tags "
-                f"({prepared.data['data'].scheme})")
+                f"({words:,} words), {len(prepared.state.tags)} tags "
+                f"({prepared.state.data.scheme})")
         return FitPlan(kwargs, len(train), items_per_step=words / len(train), unit="tokens")
 
     def results(self, config: TagConfig, prepared: Prepared, run_dir: Path, model) -> dict:
-        data = prepared.data["data"]
+        data = prepared.state.data
         out = {"task": config.data, "data": data.describe(),
-               "tokenizer": prepared.data["tokenizer"].describe()}
+               "tokenizer": prepared.state.tokenizer.describe()}
         for split in ("val", "test"):
             if data.splits.get(split):
                 out[split] = evaluate_run(run_dir, split)

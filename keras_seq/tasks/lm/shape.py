@@ -1,0 +1,103 @@
+"""The ``lm`` shape's protocol record (light: no TensorFlow): ``train lm``, ``eval lm``,
+``generate`` and ``export saved-model|tflite|web``."""
+
+from __future__ import annotations
+
+import argparse
+
+from keras_seq.keyboard import SUGGESTIONS, add_keyboard_args
+from keras_seq.ranges import AT_LEAST_1, number
+from keras_seq.tables import add_json_arg
+from keras_seq.tasks.lm.config import PRESETS, LMConfig, preset
+from keras_seq.tasks.protocol import Command, TaskShape
+from keras_seq.tasks.use import GENERATE
+
+VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
+# step graphs only: 4- and 8-bit weights with the tied table stored once (ai-edge-quantizer)
+SHARED_TABLE_VARIANTS = ("int4", "dynamic_shared")
+GRAPHS = ("step", "step_fused", "sequence", "sequence_fused")
+
+
+def add_train_args(p) -> None:
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="start from a TensorFlow PTB tutorial configuration (flags override "
+                        "it; default: none, LMConfig's values)")
+
+
+def base_config(args) -> dict:
+    """``--preset``'s values, else LMConfig's defaults (the flags override them)."""
+    name = getattr(args, "preset", None)
+    return preset(name).to_dict() if name else LMConfig().to_dict()
+
+
+def tokenizer(config: LMConfig) -> tuple[str, dict]:
+    return config.tokenizer, {"max_vocab": config.max_vocab, "min_count": config.min_count,
+                              "vocab_size": config.vocab_size, "lower": config.lower}
+
+
+def eval_options(args) -> dict:
+    return {"keyboard": args.keyboard, "suggestions": args.suggestions}
+
+
+def add_saved_model_args(p) -> None:
+    p.add_argument("--run-dir", required=True, help="a `keras-seq train lm` run directory")
+    p.add_argument("--out", required=True, help="SavedModel folder to write")
+
+
+def add_tflite_args(p) -> None:
+    p.add_argument("--run-dir", required=True, help="the lm run to export")
+    p.add_argument("--out", required=True, help="folder for the .tflite files")
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS),
+                   choices=VARIANTS + SHARED_TABLE_VARIANTS,
+                   help="TFLite weight/activation types written (int4 and dynamic_shared: "
+                   "step graphs, the tied table stored once)")
+    p.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=GRAPHS,
+                   help="which graphs (fused ones only for plain LSTMs)")
+    p.add_argument("--seq-length", type=number(int, AT_LEAST_1), default=32,
+                   help="window of the sequence models")
+    p.add_argument("--calib-tokens", type=number(int, AT_LEAST_1), default=200,
+                   help="training tokens that calibrate int8/int16x8")
+    p.add_argument("--parity", action=argparse.BooleanOptionalAction, default=True,
+                   help="compare every variant with Keras (--no-parity skips it)")
+    add_json_arg(p)
+
+
+def add_web_args(p) -> None:
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--tflite-dir", default=None, help="an export folder: every "
+                        "step_*.tflite in it goes on the page")
+    source.add_argument("--model", nargs="+", default=None, metavar="M.tflite",
+                        help="these step models (their .json and tokenizer.json next to them)")
+    p.add_argument("--out", required=True, help="folder for the site")
+    p.add_argument("--default", default=None, metavar="NAME",
+                   help="the model the page opens with (a file stem such as step_dynamic; "
+                   "default: step_dynamic when present, else the first)")
+    p.add_argument("--litert-js", default=None, metavar="DIR",
+                   help="a node_modules/@litertjs folder (default: the one `make web-deps` "
+                   "installs in keras_seq/web)")
+    p.add_argument("--top", type=number(int, SUGGESTIONS), default=3,
+                   help="suggestions shown")
+    add_json_arg(p)
+
+
+SHAPE = TaskShape(
+    name="lm", config_cls=LMConfig,
+    train_help="recurrent language model with stateful truncated BPTT",
+    eval_help="cross-entropy, perplexity and keyboard metrics, state carried over the whole "
+              "split",
+    task="keras_seq.tasks.lm.task", use=GENERATE,
+    exports=(
+        Command("saved-model", "SavedModel with score / next_tokens / generate / step serving "
+                "signatures (raw text in)", add_saved_model_args,
+                run="keras_seq.export.saved_model:run_saved_model"),
+        Command("tflite", "streaming step models (+ fused LSTM) and scoring models in "
+                "float32/float16/dynamic/int8/int16x8, with parity checks", add_tflite_args,
+                run="keras_seq.export.tflite:run_tflite"),
+        Command("web", "a static site that runs step models in a browser on LiteRT.js: "
+                "suggestions as you type, generation, per-token latency", add_web_args,
+                run="keras_seq.export.web:run_web", needs_run=False),
+    ),
+    data_is_corpus=True, eval_split="val", tokenizer=tokenizer,
+    add_train_args=add_train_args, add_eval_args=add_keyboard_args, eval_options=eval_options,
+    base_config=base_config, presets=PRESETS,
+)
