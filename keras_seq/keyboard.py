@@ -17,7 +17,9 @@ interval of the difference between two models rated on the same positions.
 
 from __future__ import annotations
 
+import argparse
 import bisect
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -271,9 +273,6 @@ def format_metrics(m: dict) -> str:
 
 def add_keyboard_args(parser) -> None:
     """``--keyboard/--no-keyboard`` and ``--suggestions K`` (docs/keyboard.md)."""
-    # lazy: keeps `keras-seq --help` fast (argparse only where a parser is built)
-    import argparse
-
     parser.add_argument("--keyboard", action=argparse.BooleanOptionalAction, default=None,
                         help="top-1/top-3 next-word accuracy, completion after 1 and 2 "
                              "letters and keystroke savings (docs/keyboard.md); default: "
@@ -286,9 +285,6 @@ def outcomes_or_note(wanted: bool | None, compute):
     """``compute()``'s :class:`KeyboardOutcomes`; None when ``wanted`` is False, or with a
     note on stderr where they cannot be measured and they were not asked for (``wanted``
     None; with True the error stands)."""
-    # lazy: only a command that measures the keyboard prints its note
-    import sys
-
     if wanted is False:
         return None
     try:

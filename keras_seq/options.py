@@ -94,11 +94,9 @@ def declared_problems(obj) -> list[str]:
 def _number_problem(value, kind, rng: Range) -> str | None:
     """What ``value`` should have been: a number of ``kind`` in ``rng`` (None: it is)."""
     wanted = "an integer" if kind is int else "a finite number"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"{wanted} {rng}"
-    if kind is int and not isinstance(value, int):
-        return f"{wanted} {rng}"
-    if isinstance(value, float) and not math.isfinite(value):
+    is_number = isinstance(value, int if kind is int else (int, float)) \
+        and not isinstance(value, bool) and math.isfinite(value)
+    if not is_number:
         return f"{wanted} {rng}"
     return None if value in rng else str(rng)
 

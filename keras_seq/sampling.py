@@ -22,6 +22,9 @@ import numpy as np
 from keras_seq.options import option
 from keras_seq.ranges import AT_LEAST_1, NON_NEGATIVE, OPEN_SHARE, SEED, Range
 
+#: The samplers :func:`make_sampler` builds, by the name ``keras-seq generate --sampler`` takes.
+SAMPLERS = ("greedy", "temperature", "top-k", "top-p")
+
 #: Temperatures a generator takes: 0 is the limit T → 0 (always the likeliest token);
 #: the top keeps ``logits / T`` finite in float32.
 TEMPERATURE = Range(0, 1e6)
@@ -166,9 +169,8 @@ def make_sampler(name: str = "top-k", temperature: float = 1.0, top_k: int = 10,
     >>> type(make_sampler("top-p", temperature=0)).__name__
     'GreedySampler'
     """
-    if name not in ("greedy", "temperature", "top-k", "top-p"):
-        raise ValueError(f"unknown sampler {name!r}; expected greedy, temperature, top-k or "
-                         "top-p")
+    if name not in SAMPLERS:
+        raise ValueError(f"unknown sampler {name!r}; expected one of {', '.join(SAMPLERS)}")
     if name == "greedy" or temperature == 0:
         return GreedySampler()
     if name == "temperature" or (name == "top-k" and top_k == 0):

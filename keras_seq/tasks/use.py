@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from keras_seq.options import add_option_flags
 from keras_seq.ranges import AT_LEAST_1, number
-from keras_seq.sampling import SamplingOptions
+from keras_seq.sampling import SAMPLERS, SamplingOptions
 from keras_seq.tables import add_json_arg
 from keras_seq.tasks.protocol import Command
 
@@ -31,10 +31,10 @@ def add_generate_args(p) -> None:
     p.add_argument("--condition", default=None,
                    help="conditioned runs: the label to generate for (default: each label)")
     p.add_argument("--prompt", default="", help="text to continue (default: a new line)")
-    p.add_argument("--sampler", default="top-k", choices=("greedy", "temperature", "top-k",
-                                                            "top-p"),
+    p.add_argument("--sampler", default="top-k", choices=SAMPLERS,
                    help="how the next token is picked from the model's distribution")
     add_option_flags(p, SamplingOptions)
+
 
 PREDICT = Command("predict", "labels (classify runs) or tags (tag runs) of texts given as "
                   "arguments or one per stdin line", add_predict_args)
