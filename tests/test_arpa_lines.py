@@ -1,13 +1,19 @@
-"""The vectorised ARPA line writer (keras_seq/ngram/arpa_lines.py) gives the bytes of
-Python's own ``"%.7g"`` formatting, for random values and for the values where rounding
-to 7 digits is hardest (ties, carries into a new power of ten, the %f/%e switch)."""
+"""The ARPA line writers (keras_seq/ngram/arpa_lines.py: numpy, and the compiled one in
+keras_seq/ngram/_ngram_c.c) give the bytes of Python's own ``"%.7g"`` formatting, for random
+values and for the values where rounding to 7 digits is hardest (ties, carries into a new
+power of ten, the %f/%e switch)."""
 
 import io
 
 import numpy as np
 import pytest
 
+import keras_seq.ngram.arpa_lines as arpa_lines
 from keras_seq.ngram.arpa_lines import WordBytes, format_g7, write_arpa_lines
+
+needs_c = pytest.mark.skipif(arpa_lines._ngram_c is None,
+                             reason="the C kernel was not built (no compiler at install)")
+KERNELS = ["numpy", pytest.param("c", marks=needs_c)]
 
 
 def _hard_values():
@@ -47,8 +53,45 @@ def _reference(words, cols, lp, bo):
     return "".join(lines)
 
 
+@needs_c
+def test_the_c_formatter_equals_printf_on_random_and_hard_values():
+    values = _hard_values()
+    with np.errstate(invalid="ignore"):
+        values = values[np.isfinite(values)]  # the writer gets clipped, finite values
+    expected = ["%.7g" % v for v in values.tolist()]  # noqa: UP031
+    got = [arpa_lines._ngram_c.g7(v) for v in values.tolist()]
+    wrong = [(v, g, e) for v, g, e in zip(values.tolist(), got, expected) if g != e]
+    assert not wrong, wrong[:10]
+
+
+@needs_c
+@pytest.mark.parametrize("with_backoff", [True, False])
+def test_the_c_and_numpy_writers_give_the_same_bytes(with_backoff):
+    rng = np.random.default_rng(7)
+    words = WordBytes(["<unk>", "<s>", "</s>"] + [f"w{i}ü" for i in range(3000)])
+    rows = 50_000
+    cols = rng.integers(0, 3003, (rows, 4))
+    lp = -rng.random(rows) * 7
+    lp[:5] = [-np.inf, 0.0, -0.0, -150.0, np.nan]
+    bo = np.where(rng.random(rows) < 0.3, 0.0, 0.5 - rng.random(rows)) if with_backoff else None
+    c = arpa_lines.arpa_lines(words, cols, lp, bo, kernel="c")
+    assert c == arpa_lines.arpa_lines(words, cols, lp, bo, kernel="numpy")
+    assert c.count(b"\n") == rows
+
+
+def test_an_unknown_kernel_says_which_exist(monkeypatch):
+    with pytest.raises(ValueError, match="kernel 'fortran' is not available; expected one of"):
+        arpa_lines.arpa_lines(WordBytes(["a"]), np.zeros((1, 1), np.int64), [0.0],
+                              kernel="fortran")
+    monkeypatch.setattr(arpa_lines, "_ngram_c", None)
+    with pytest.raises(ValueError, match=r"expected one of \['numpy'\]"):
+        arpa_lines.arpa_lines(WordBytes(["a"]), np.zeros((1, 1), np.int64), [0.0], kernel="c")
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("n,with_backoff", [(1, True), (3, True), (5, False)])
-def test_lines_equal_formatting_each_row(n, with_backoff):
+def test_lines_equal_formatting_each_row(n, with_backoff, kernel, monkeypatch):
+    monkeypatch.setattr(arpa_lines, "KERNEL", kernel)
     rng = np.random.default_rng(n)
     words = ["<unk>", "<s>", "</s>", "a", "ü", "日本語", "x" * 40, "'s"]
     rows = 2_000

@@ -15,6 +15,7 @@ from keras_seq.benchmarks import corpus_scaling, scaling_text
 from keras_seq.cli import main
 from keras_seq.data.tokenizers import WordTokenizer
 from keras_seq.errors import DataError
+from keras_seq.ngram import external
 
 PROSE = [
     "The tokenizer splits words and punctuation. Each paragraph becomes one line.",
@@ -106,6 +107,28 @@ def test_bench_prepare_and_ngram_stages_report_time_and_rss(roots, tmp_path):
                for name in ("scaling_time.png", "scaling_rss.png"))
     table = corpus_scaling.format_bench(saved)
     assert "keras-seq ngram train --data" in table and "| 2k | prepare |" in table
+    assert "time ∝ tokens^k: prepare k = " in table
+
+
+def test_rounds_alternate_and_the_summary_takes_the_median_and_spread(roots, tmp_path):
+    out = corpus_scaling.run_bench([2000], out=tmp_path / "out", rounds=3, roots=roots,
+                                   stages=["prepare", "ngram", "ngram-raw"], progress=None)
+    order = [(r["stage"], r["round"]) for r in out["rows"]]
+    assert order == [("prepare", 0), ("ngram", 0), ("ngram-raw", 0), ("ngram-raw", 1),
+                     ("ngram", 1), ("ngram", 2), ("ngram-raw", 2)]
+    line = out["summary"][0]
+    for stage in ("ngram", "ngram-raw"):
+        walls = sorted(r["wall_s"] for r in out["rows"] if r["stage"] == stage)
+        assert line[stage]["wall_s"] == walls[1] and line[stage]["spread_s"] == [walls[0],
+                                                                                  walls[2]]
+        assert set(line[stage]["steps_s"]) == {"read", *external.STEPS}
+    assert "median of 3 alternated run(s)" in corpus_scaling.format_bench(out)
+
+
+def test_fit_exponent_reads_the_slope_of_the_log_log_line():
+    assert corpus_scaling.fit_exponent([1e6], [1.0]) is None
+    assert corpus_scaling.fit_exponent([1e6, 4e6, 1.6e7], [1.0, 8.0, 64.0]) == \
+        pytest.approx(1.5)
 
 
 def test_measure_reads_the_childs_own_peak_rss(tmp_path):
@@ -160,8 +183,11 @@ def test_bench_every_stage_through_the_cli(roots, tmp_path, capsys):
     printed = capsys.readouterr().out
     saved = json.loads((tmp_path / "scaling.json").read_text())
     stages = [r["stage"] for r in saved["rows"]]
-    assert stages == ["prepare", "ngram"] + (["lmplz"] if lmplz else []) + \
+    assert stages == ["prepare", "ngram", "ngram-raw"] + (["lmplz"] if lmplz else []) + \
         ["prepare-lm", "lm-1", "lm-4"]
+    steps = [r["steps_s"] for r in saved["rows"] if r["stage"].startswith("ngram")]
+    assert len(steps) == 2 and all(s and s["count"] > 0 for s in steps)
+    assert "ngram train's steps" in printed
     assert all(r["rc"] == 0 and r["peak_rss_mb"] > 0 and r["wall_s"] > 0 for r in saved["rows"])
     line = saved["summary"][0]
     assert line["lm_startup_s"] > 0 and line["lm_rss_mb"] > 100

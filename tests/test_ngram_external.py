@@ -1,12 +1,14 @@
 """Bounded-memory Kneser-Ney (keras_seq/ngram/external.py) writes exactly the in-memory ARPA."""
 
 import io
+import json
 import os
 import warnings
 
 import numpy as np
 import pytest
 
+import keras_seq.ngram.arpa_lines as arpa_lines
 import keras_seq.ngram.external as external
 from keras_seq.cli import main
 from keras_seq.errors import DataError
@@ -149,6 +151,49 @@ def test_cli_memory_flag_gives_the_in_memory_arpa(shakespeare_part, tmp_path, ca
     assert main(["ngram", "train", "--data", shakespeare_part, "--memory", "lots",
                  "--out", str(tmp_path / "x.arpa")]) != 0
     assert "--memory must be a size such as 512M" in capsys.readouterr().err
+
+
+def test_raw_text_is_streamed_and_gives_the_prepared_folders_arpa(shakespeare_part, tmp_path,
+                                                                  monkeypatch, capsys):
+    """``ngram train --data file.txt`` tokenizes through ``data prepare``'s streaming pass
+    (never ``load_corpus``, which reads the whole text) and writes the ARPA file that the
+    prepared folder gives; its temporary folder is removed; --profile names every step."""
+    prepared = tmp_path / "prepared"
+    assert main(["data", "prepare", "--data", shakespeare_part, "--tokenizer", "word",
+                 "--out", str(prepared), "--quiet"]) == 0
+    assert main(["ngram", "train", "--data", str(prepared), "--order", "4",
+                 "--out", str(tmp_path / "prepared.arpa")]) == 0
+
+    def whole_text(*args, **kwargs):
+        raise AssertionError("the raw path read the whole text with load_corpus")
+
+    monkeypatch.setattr("keras_seq.ngram.data.load_corpus", whole_text)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    assert main(["ngram", "train", "--data", shakespeare_part, "--order", "4", "--temp-dir",
+                 str(temp), "--out", str(tmp_path / "raw.arpa"),
+                 "--profile", str(tmp_path / "profile.json")]) == 0
+    assert (tmp_path / "raw.arpa").read_bytes() == (tmp_path / "prepared.arpa").read_bytes()
+    assert not list(temp.iterdir())
+    steps = json.loads((tmp_path / "profile.json").read_text())["steps_s"]
+    assert list(steps) == ["read", *external.STEPS]
+    assert "steps: read" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(arpa_lines._ngram_c is None,
+                    reason="the C kernel was not built (no compiler at install)")
+def test_the_numpy_and_c_arpa_writers_give_the_same_file(shakespeare_part, monkeypatch):
+    data = load_tokenized(shakespeare_part)
+    vocab = Vocabulary.from_lines(data.train)
+    texts = {}
+    for kernel in ("numpy", "c"):
+        monkeypatch.setattr(arpa_lines, "KERNEL", kernel)
+        out = io.StringIO()
+        train_kn_bounded(id_chunks_from_lines(data.train, vocab), vocab, 4, TINY, out,
+                         workers=1)
+        texts[kernel] = out.getvalue()
+    assert texts["c"] == texts["numpy"]
+    assert texts["c"].count("\n") > 20_000
 
 
 @pytest.mark.parametrize("order", [2, 5])

@@ -9,7 +9,11 @@ from start to exit. Its peak memory is the larger of its largest process's ``ru_
 
 * ``prepare``: ``data prepare --tokenizer word --min-count 1 --split-ratio 100/0/0`` — every
   token in one train split, the full vocabulary, as ``ngram train`` and ``lmplz`` need;
-* ``ngram``: ``ngram train --order 5 --memory 1G`` from that prepared directory;
+* ``ngram``: ``ngram train --order 5 --memory 1G`` from that prepared directory, with
+  ``--profile``: each row also holds the run's own step breakdown (``steps_s``: reading
+  the data, tokens, count, merge, discounts, probabilities, arpa);
+* ``ngram-raw``: the same from the raw text in one command (``ngram train --data
+  corpus.txt``: tokenizing streamed into a temporary prepared folder, then as ``ngram``);
 * ``lmplz`` (with ``--lmplz PATH``): KenLM's ``lmplz -o 5 -S 1G`` on the same text (a fixed
   point of the word rule, so the same tokens);
 * ``prepare-lm``: ``data prepare`` again with ``--max-vocab 50000``, the LM's vocabulary;
@@ -19,6 +23,11 @@ from start to exit. Its peak memory is the larger of its largest process's ``ru_
   and tracing the model and the first step (an upper bound on the time to the first step).
   Training speed is ``N × 32 × 35 / (fit(lm-N) − fit(lm-1))`` tokens/s, ``fit`` the seconds
   each run spent in ``model.fit`` (its ``metrics.json``): tracing and the first step cancel.
+
+``--rounds R`` runs ``ngram``, ``ngram-raw`` and ``lmplz`` R times at each size, in
+alternating order (ABC, CBA, ABC…); the summary takes each stage's median run and gives the
+spread (min–max). With two sizes or more, the summary fits ``time ∝ tokens^k`` by least
+squares on the log-log points (each stage's medians) and prints ``k`` — near 1 is linear.
 
 Each stage's exact command is recorded with its row; ``--keep`` keeps the ARPA files and the
 prepared directories (several GB at 100 M tokens), removed after each size otherwise.
@@ -39,6 +48,7 @@ Example (a tiny run from a folder of text, no TensorFlow stages):
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -51,7 +61,8 @@ from keras_seq.atomic import write_json_atomic
 from keras_seq.benchmarks.scaling_text import write_corpora
 from keras_seq.errors import DataError
 
-STAGES = ("prepare", "ngram", "lmplz", "prepare-lm", "lm")
+STAGES = ("prepare", "ngram", "ngram-raw", "lmplz", "prepare-lm", "lm")
+COMPARED = ("ngram", "ngram-raw", "lmplz")  # the stages --rounds repeats, alternated
 DEFAULT_SIZES = "1M,16M,100M"
 LM_BATCH, LM_BPTT = 32, 35
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
@@ -171,10 +182,13 @@ def _commands(stage: str, corpus: Path, work: Path, *, memory: str, max_vocab: i
         return [("prepare", ks + ["data", "prepare", "--data", str(corpus), "--tokenizer",
                                   "word", "--min-count", "1", *split, "--out", str(prep),
                                   "--quiet"])]
-    if stage == "ngram":
-        return [("ngram", ks + ["ngram", "train", "--data", str(prep), *split, "--order", "5",
-                                "--memory", memory, "--temp-dir", str(work / "tmp"),
-                                "--out", str(work / "keras-seq.arpa")])]
+    if stage in ("ngram", "ngram-raw"):
+        source, arpa = ((prep, "keras-seq.arpa") if stage == "ngram"
+                        else (corpus, "keras-seq-raw.arpa"))
+        return [(stage, ks + ["ngram", "train", "--data", str(source), *split, "--order", "5",
+                              "--memory", memory, "--temp-dir", str(work / "tmp"),
+                              "--out", str(work / arpa),
+                              "--profile", str(work / f"{stage}-profile.json")])]
     if stage == "lmplz":
         return [("lmplz", [lmplz, "-o", "5", "-S", memory, "-T", str(work / "tmp"),
                            "--discount_fallback", "--text", str(corpus),
@@ -197,8 +211,9 @@ def _commands(stage: str, corpus: Path, work: Path, *, memory: str, max_vocab: i
 
 def _clear(work: Path, stage: str) -> None:
     """Remove what a stage's earlier run left (each stage starts from nothing)."""
-    names = {"prepare": ["prepared"], "ngram": ["keras-seq.arpa"], "lmplz": ["lmplz.arpa"],
-             "prepare-lm": ["prepared-lm"], "lm": ["lm-*"]}[stage]
+    names = {"prepare": ["prepared"], "ngram": ["keras-seq.arpa", "ngram-profile.json"],
+             "ngram-raw": ["keras-seq-raw.arpa", "ngram-raw-profile.json"],
+             "lmplz": ["lmplz.arpa"], "prepare-lm": ["prepared-lm"], "lm": ["lm-*"]}[stage]
     for pattern in names:
         for path in work.glob(pattern):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -237,9 +252,24 @@ def corpora(sizes: list[int], corpus_dir: Path, seed: int, roots=None, progress=
     return paths, manifest
 
 
+def _schedule(stages: list[str], rounds: int) -> list[tuple[str, int]]:
+    """``(stage, round)`` in the order they run: the compared stages ``rounds`` times,
+    alternating, after ``prepare`` and before the LM's stages.
+
+    >>> _schedule(["prepare", "ngram", "lmplz"], 2)
+    [('prepare', 0), ('ngram', 0), ('lmplz', 0), ('lmplz', 1), ('ngram', 1)]
+    """
+    compared = [s for s in stages if s in COMPARED]
+    order = [(s, 0) for s in stages if s == "prepare"]
+    for r in range(rounds):
+        order += [(s, r) for s in (compared if r % 2 == 0 else compared[::-1])]
+    return order + [(s, 0) for s in stages if s not in COMPARED and s != "prepare"]
+
+
 def run_bench(sizes: list[int], *, out, corpus_dir=None, seed: int = 0, stages=STAGES,
               lmplz: str | None = None, memory: str = "1G", max_vocab: int = 50_000,
-              lm_steps: int = 20, keep: bool = False, roots=None, progress=print) -> dict:
+              lm_steps: int = 20, keep: bool = False, roots=None, rounds: int = 1,
+              progress=print) -> dict:
     """Measure every stage at every size; write ``scaling.json`` (and the PNG plots) in
     ``out``; return the results (see the module docstring)."""
     unknown = [s for s in stages if s not in STAGES]
@@ -264,6 +294,7 @@ def run_bench(sizes: list[int], *, out, corpus_dir=None, seed: int = 0, stages=S
     paths, manifest = corpora(sizes, corpus_dir, seed, roots, progress)
     tokens = {s["target"]: s["tokens"] for s in manifest["sizes"]}
     results = {"sizes": sizes, "seed": seed, "memory": memory, "max_vocab": max_vocab,
+               "rounds": rounds, "cpu": cpu_model(),
                "lm": {"steps": lm_steps, "batch": LM_BATCH, "bptt": LM_BPTT},
                "corpus": {k: manifest[k] for k in ("roots", "natural_tokens", "vocabulary",
                                                    "keep", "replace_p", "novelty")},
@@ -271,7 +302,7 @@ def run_bench(sizes: list[int], *, out, corpus_dir=None, seed: int = 0, stages=S
     for n in sizes:
         work = out / "work" / label(n)
         work.mkdir(parents=True, exist_ok=True)
-        for stage in stages:
+        for stage, round_ in _schedule(stages, rounds):
             _clear(work, stage)
             for name, cmd in _commands(stage, paths[n], work, memory=memory,
                                        max_vocab=max_vocab, lm_steps=lm_steps, lmplz=lmplz):
@@ -279,12 +310,14 @@ def run_bench(sizes: list[int], *, out, corpus_dir=None, seed: int = 0, stages=S
                     progress(f"[{label(n)}] {name}: {' '.join(cmd)}")
                 load = _load()
                 log = work / f"{name}.log"
-                row = {"size": label(n), "tokens": tokens[n], "stage": name, "load": load,
-                       **measure(cmd, log), "command": cmd, "log": str(log)}
+                row = {"size": label(n), "tokens": tokens[n], "stage": name, "round": round_,
+                       "load": load, **measure(cmd, log), "command": cmd, "log": str(log)}
                 if row["rc"] != 0:
                     row["error"] = _tail(log)
                 elif name.startswith("lm-"):
                     row["fit_s"] = _fit_seconds(work / name)
+                elif name in ("ngram", "ngram-raw"):
+                    row["steps_s"] = _steps(work / f"{name}-profile.json")
                 results["rows"].append(row)
                 write_json_atomic(out / "scaling.json", results)
                 if progress is not None:
@@ -293,9 +326,10 @@ def run_bench(sizes: list[int], *, out, corpus_dir=None, seed: int = 0, stages=S
                                                                 f"{row['error']}" if row["rc"]
                                                                 else ""))
         if not keep:
-            for stage in ("prepare", "ngram", "lmplz", "prepare-lm"):
+            for stage in ("prepare", "ngram", "ngram-raw", "lmplz", "prepare-lm"):
                 _clear(work, stage)
     results["summary"] = summary(results)
+    results["exponents"] = exponents(results["summary"])
     write_json_atomic(out / "scaling.json", results)
     results["plots"] = plot(results, out)
     write_json_atomic(out / "scaling.json", results)
@@ -303,8 +337,48 @@ def run_bench(sizes: list[int], *, out, corpus_dir=None, seed: int = 0, stages=S
 
 
 def _row(results, size, stage):
-    return next((r for r in results["rows"] if r["size"] == size and r["stage"] == stage
-                 and r["rc"] == 0), None)
+    """The run of ``stage`` at ``size`` (with several rounds: the one of median wall time),
+    with ``spread_s`` (the fastest and slowest run's wall time); None if none succeeded."""
+    rows = sorted((r for r in results["rows"] if r["size"] == size and r["stage"] == stage
+                   and r["rc"] == 0), key=lambda r: r["wall_s"])
+    if not rows:
+        return None
+    return {**rows[(len(rows) - 1) // 2], "runs": len(rows),
+            "spread_s": [rows[0]["wall_s"], rows[-1]["wall_s"]]}
+
+
+def _steps(path: Path) -> dict | None:
+    """The step breakdown ``ngram train --profile`` wrote (None if it wrote none)."""
+    try:
+        return json.loads(path.read_text())["steps_s"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def cpu_model() -> str:
+    """This machine's CPU, as /proc/cpuinfo names it, and its core count."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name")), "unknown CPU")
+    except OSError:
+        name = "unknown CPU"
+    return f"{name}, {os.cpu_count()} cores"
+
+
+def fit_exponent(tokens: list[float], seconds: list[float]) -> float | None:
+    """``k`` of ``seconds ∝ tokens^k``, least squares on the log-log points (None for
+    fewer than two sizes).
+
+    >>> round(fit_exponent([1e6, 1e7, 1e8], [1.0, 10.0, 100.0]), 3)
+    1.0
+    """
+    if len(tokens) < 2:
+        return None
+    x, y = [math.log(t) for t in tokens], [math.log(s) for s in seconds]
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    sxx = sum((a - mx) ** 2 for a in x)
+    return sum((a - mx) * (b - my) for a, b in zip(x, y)) / sxx if sxx else None
 
 
 def summary(results: dict) -> list[dict]:
@@ -313,14 +387,17 @@ def summary(results: dict) -> list[dict]:
     lines = []
     for n in results["sizes"]:
         size, line = label(n), {}
-        for stage in ("prepare", "ngram", "lmplz", "prepare-lm", "lm-1"):
+        for stage in ("prepare", "ngram", "ngram-raw", "lmplz", "prepare-lm", "lm-1"):
             row = _row(results, size, stage)
             if row:
-                line[stage] = {"wall_s": row["wall_s"], "peak_rss_mb": row["peak_rss_mb"]}
-        ours, theirs = line.get("ngram"), line.get("lmplz")
-        if ours and theirs:
-            line["time_ratio"] = ours["wall_s"] / max(theirs["wall_s"], 1e-9)
-            line["rss_ratio"] = ours["peak_rss_mb"] / max(theirs["peak_rss_mb"], 1e-9)
+                line[stage] = {k: row[k] for k in ("wall_s", "peak_rss_mb", "runs",
+                                                   "spread_s", "load", "steps_s") if k in row}
+        theirs = line.get("lmplz")
+        for stage, key in (("ngram", ""), ("ngram-raw", "raw_")):
+            ours = line.get(stage)
+            if ours and theirs:
+                line[f"{key}time_ratio"] = ours["wall_s"] / max(theirs["wall_s"], 1e-9)
+                line[f"{key}rss_ratio"] = ours["peak_rss_mb"] / max(theirs["peak_rss_mb"], 1e-9)
         steps = results["lm"]["steps"]
         one, many = _row(results, size, "lm-1"), _row(results, size, f"lm-{1 + steps}")
         if one and many:
@@ -334,28 +411,73 @@ def summary(results: dict) -> list[dict]:
     return lines
 
 
+def exponents(summary_lines: list[dict]) -> dict:
+    """``{stage: k}`` of ``time ∝ tokens^k`` over the sizes each stage ran at."""
+    out = {}
+    for stage in ("prepare", "ngram", "ngram-raw", "lmplz"):
+        points = [(line["tokens"], line[stage]["wall_s"]) for line in summary_lines
+                  if stage in line]
+        k = fit_exponent([t for t, _ in points], [s for _, s in points])
+        if k is not None:
+            out[stage] = k
+    return out
+
+
 def _cell(line, stage):
     v = line.get(stage)
-    return f"{v['wall_s']:.1f} s / {v['peak_rss_mb']:,.0f} MB" if v else "–"
+    if not v:
+        return "–"
+    spread = (f" ({v['spread_s'][0]:.1f}–{v['spread_s'][1]:.1f})"
+              if v.get("runs", 1) > 1 else "")
+    return f"{v['wall_s']:.1f} s{spread} / {v['peak_rss_mb']:,.0f} MB"
+
+
+def _ratio(line, key):
+    return f"{line[key]:.2f}×" if key in line else "–"
+
+
+def format_steps(results: dict) -> str:
+    """The step breakdown of ``ngram`` and ``ngram-raw`` (their median runs), in seconds."""
+    from keras_seq.ngram.external import STEPS  # lazy: only this table needs the n-grams
+
+    names = ("read", *STEPS)
+    out = [f"| tokens | run | {' | '.join(names)} |", "|---:|---|" + "---:|" * len(names)]
+    for line in results.get("summary") or summary(results):
+        for stage in ("ngram", "ngram-raw"):
+            steps = (line.get(stage) or {}).get("steps_s")
+            if steps:
+                cells = " | ".join(f"{steps.get(n, 0):.2f}" for n in names)
+                out.append(f"| {line['tokens'] / 1e6:,.2f} M | {stage} | {cells} |")
+    return "\n".join(out)
 
 
 def format_bench(results: dict) -> str:
     """The summary table, then one row per process with the command that reproduces it."""
-    out = ["| tokens | prepare | ngram train --memory " + results["memory"] + " | lmplz -S "
-           + results["memory"] + " | time × lmplz | RSS × lmplz | prepare (V=50k) | "
+    lines = results.get("summary") or summary(results)
+    out = [f"{results.get('cpu', cpu_model())}; median of {results.get('rounds', 1)} "
+           "alternated run(s) per compared stage (min–max in brackets); load per row below",
+           "",
+           "| tokens | prepare | ngram train --memory " + results["memory"] + " (prepared) | "
+           "ngram train (raw text) | lmplz -S " + results["memory"] + " | time × lmplz | "
+           "RSS × lmplz | raw: time × lmplz | raw: RSS × lmplz | prepare (V=50k) | "
            "train lm start-up | train lm tokens/s | train lm RSS |",
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for line in results.get("summary") or summary(results):
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for line in lines:
         tps = line.get("lm_tokens_per_s")
         out.append(" | ".join([
             f"| {line['tokens'] / 1e6:,.2f} M", _cell(line, "prepare"), _cell(line, "ngram"),
-            _cell(line, "lmplz"),
-            f"{line['time_ratio']:.2f}×" if "time_ratio" in line else "–",
-            f"{line['rss_ratio']:.2f}×" if "rss_ratio" in line else "–",
-            _cell(line, "prepare-lm"),
+            _cell(line, "ngram-raw"), _cell(line, "lmplz"), _ratio(line, "time_ratio"),
+            _ratio(line, "rss_ratio"), _ratio(line, "raw_time_ratio"),
+            _ratio(line, "raw_rss_ratio"), _cell(line, "prepare-lm"),
             f"{line['lm_startup_s']:.1f} s" if "lm_startup_s" in line else "–",
             f"{tps:,.0f}" if tps else "–",
             f"{line['lm_rss_mb']:,.0f} MB" if "lm_rss_mb" in line else "–"]) + " |")
+    fitted = exponents(lines)
+    if fitted:
+        out += ["", "time ∝ tokens^k: " + ", ".join(f"{s} k = {k:.2f}"
+                                                     for s, k in fitted.items())]
+    if any("steps_s" in r for r in results["rows"]):
+        out += ["", "ngram train's steps (seconds, median run):", format_steps(results)]
     out += ["", "| size | stage | wall | peak RSS | load | command |",
             "|---|---|---:|---:|---:|---|"]
     for r in results["rows"]:
@@ -382,7 +504,8 @@ def plot(results: dict, out: Path) -> list[str]:
                             ("peak_rss_mb", "scaling_rss.png", "peak RSS (MB)")):
         fig, ax = plt.subplots(figsize=(6, 4))
         for stage in stages:
-            rows = [r for r in results["rows"] if r["stage"] == stage and r["rc"] == 0]
+            rows = [_row(results, label(n), stage) for n in results["sizes"]]
+            rows = [r for r in rows if r]  # each size's median run
             if rows:
                 ax.plot([r["tokens"] for r in rows], [r[key] for r in rows], "o-", label=stage)
         ax.set_xscale("log")

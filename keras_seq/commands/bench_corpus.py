@@ -27,9 +27,9 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=number(int, SEED),
                    default=0, help="seed of the corpus's file order and "
                    "extension (default: 0)")
-    p.add_argument("--stages", default="prepare,ngram,lmplz,prepare-lm,lm",
+    p.add_argument("--stages", default="prepare,ngram,ngram-raw,lmplz,prepare-lm,lm",
                    help="stages to run, comma-separated; lmplz runs only with --lmplz "
-                        "(default: prepare,ngram,lmplz,prepare-lm,lm)")
+                        "(default: prepare,ngram,ngram-raw,lmplz,prepare-lm,lm)")
     p.add_argument("--lmplz", default=None, help="path to KenLM's lmplz to compare with")
     p.add_argument("--memory", default="1G", metavar="SIZE",
                    help="--memory of ngram train and -S of lmplz (default: 1G)")
@@ -38,6 +38,10 @@ def register(subparsers) -> None:
     p.add_argument("--lm-steps", type=number(int, AT_LEAST_1), default=20,
                    help="optimizer steps timed after the first for train lm's tokens/s "
                         "(default: 20)")
+    p.add_argument("--rounds", type=number(int, AT_LEAST_1), default=1,
+                   help="runs of each compared stage (ngram, ngram-raw, lmplz) per size, in "
+                        "alternating order; the table shows the median and the spread "
+                        "(default: 1)")
     p.add_argument("--keep", action=argparse.BooleanOptionalAction, default=False,
                    help="keep the prepared corpora and ARPA files (several GB at 100M)")
     add_json_arg(p)
@@ -56,6 +60,7 @@ def run_scaling(args) -> int:
                         seed=args.seed, stages=[s.strip() for s in args.stages.split(",")],
                         lmplz=args.lmplz, memory=args.memory, max_vocab=args.max_vocab,
                         lm_steps=args.lm_steps, keep=args.keep, roots=args.roots,
+                        rounds=args.rounds,
                         progress=None if args.json else print)
     if args.json:
         print_json(results)

@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
+from keras_seq.atomic import write_json_atomic
 from keras_seq.commands._common import (
     add_data_args,
     add_json_arg,
@@ -22,6 +24,10 @@ from keras_seq.commands._common import (
 )
 from keras_seq.data.splits import SPLITS
 from keras_seq.ranges import AT_LEAST_1, NGRAM_ORDER, SEED
+
+# A raw text smaller than this is tokenized in this process (tinyshakespeare: ~0.03 s saved
+# of ~0.5 s); a larger one in a child process, whose memory goes back before estimation.
+IN_PROCESS_PREPARE_BYTES = 16 << 20
 
 
 def register(subparsers) -> None:
@@ -65,6 +71,10 @@ def register(subparsers) -> None:
                    help="processes that format the ARPA text with --memory (about half the "
                         "run; default: one per core, at most 8 and one per 128M of --memory; "
                         "1: in this process). The file is the same byte for byte")
+    p.add_argument("--profile", default=None, metavar="FILE.json",
+                   help="with --memory: write the wall seconds of each step (reading the "
+                        "data, tokens, count, merge, discounts, probabilities, arpa) to this "
+                        "JSON file and print them")
     p.set_defaults(func=run_train)
 
     p = sub.add_parser("eval", help="perplexity of an ARPA model on a split")
@@ -111,43 +121,87 @@ def _progress(total: int, desc: str):
 
 def run_train(args) -> int:
     # lazy: keeps `keras-seq --help` fast
-    from keras_seq.ngram.arpa import write_arpa
-    from keras_seq.ngram.counts import NgramCounts, Vocabulary, check_order
-    from keras_seq.ngram.data import PreparedTokenized, load_tokenized
-    from keras_seq.ngram.estimators import CountModel
-    from keras_seq.ngram.external import id_chunks_from_lines, parse_memory, train_kn_bounded
-    from keras_seq.ngram.kneser_ney import kneser_ney
+    from keras_seq.ngram.counts import check_order
+    from keras_seq.ngram.external import parse_memory
 
     order = check_order(args.order)
     check_tokenizer_options("word", max_vocab=args.max_vocab, min_count=args.min_count)
     memory = 0 if str(args.memory).strip() == "0" else parse_memory(args.memory)
     start = time.perf_counter()
+    if args.smoothing == "kn" and memory:
+        return _train_kn_bounded(args, order, memory, start)
+    return _train_in_memory(args, order, start)
+
+
+def _train_kn_bounded(args, order: int, memory: int, start: float) -> int:
+    """Kneser-Ney in ``memory`` bytes. A raw text is first tokenized as ``data prepare``
+    does it (streamed, into a prepared folder under ``--temp-dir``, removed afterwards), so
+    the text is never held in RAM; the ARPA file is the same as from the lines."""
+    # lazy: keeps `keras-seq --help` fast
+    import tempfile
+
+    from keras_seq.data.prepared import is_prepared
+    from keras_seq.ngram.data import load_tokenized
+    from keras_seq.ngram.external import train_kn_bounded
+
+    with tempfile.TemporaryDirectory(prefix="keras-seq-ngram-", dir=args.temp_dir) as tmp:
+        source = args.data
+        if not is_prepared(source):
+            source = f"{tmp}/prepared"
+            _prepare_apart(args.data, source, tokenizer="word", max_vocab=args.max_vocab,
+                           min_count=args.min_count, split=args.split_ratio,
+                           data_dir=args.data_dir, quiet=not sys.stderr.isatty())
+        data = load_tokenized(source, tokenizer=args.tokenizer, max_vocab=args.max_vocab,
+                              min_count=args.min_count, split=args.split_ratio)
+        vocab, n_predicted = data.vocabulary(), data.n_predicted("train")
+        read_s = time.perf_counter() - start
+        result = train_kn_bounded(data.id_chunks(vocab), vocab, order, memory, args.out,
+                                  temp_dir=args.temp_dir,
+                                  discount_fallback=args.discount_fallback,
+                                  metadata=_metadata(args, data, n_predicted), progress=_bar,
+                                  workers=args.workers)
+    _report(args, order, n_predicted, len(vocab), result.counts, start)
+    if args.profile:
+        _write_profile(args.profile, {"read": read_s, **result.seconds}, start)
+    return 0
+
+
+def _prepare_apart(data, out, **options) -> None:
+    """``prepare_corpus`` in a child process: the memory its vocabulary count took goes
+    back to the system before estimation starts (in this process the allocator would keep
+    it, and the two peaks would add up)."""
+    # lazy: keeps `keras-seq --help` fast
+    from concurrent.futures import ProcessPoolExecutor
+
+    from keras_seq.data.prepared import prepare_corpus
+    from keras_seq.ngram.external import worker_context
+
+    if os.path.isfile(data) and os.path.getsize(data) < IN_PROCESS_PREPARE_BYTES:
+        prepare_corpus(data, out, **options)  # small: a process would cost more than it frees
+        return
+    with ProcessPoolExecutor(1, mp_context=worker_context()) as pool:
+        pool.submit(_prepare, prepare_corpus, data, out, options).result()
+
+
+def _prepare(prepare_corpus, data, out, options) -> None:
+    prepare_corpus(data, out, **options)  # its return value (an open corpus) stays here
+
+
+def _train_in_memory(args, order: int, start: float) -> int:
+    """Every n-gram counted in RAM (``--memory 0``, or add-k and MLE)."""
+    # lazy: keeps `keras-seq --help` fast
+    from keras_seq.ngram.arpa import write_arpa
+    from keras_seq.ngram.counts import NgramCounts, Vocabulary
+    from keras_seq.ngram.data import load_tokenized
+    from keras_seq.ngram.estimators import CountModel
+    from keras_seq.ngram.kneser_ney import kneser_ney
+
     data = load_tokenized(args.data, tokenizer=args.tokenizer, max_vocab=args.max_vocab,
                           min_count=args.min_count, split=args.split_ratio,
                           data_dir=args.data_dir)
-    prepared = isinstance(data, PreparedTokenized) and args.smoothing == "kn" and memory
-    if prepared:  # ids straight from the memory-mapped file: no lines in RAM
-        vocab, n_predicted = data.vocabulary(), data.n_predicted("train")
-    else:
-        vocab = Vocabulary.from_lines(data.train)
-        n_predicted = sum(len(line) + 1 for line in data.train if len(line))
-    meta = {
-        "tokenizer": "word",
-        "tokenizer_options": data.tokenizer.options,
-        "tokenizer_fingerprint": data.tokenizer.fingerprint,
-        "corpus": data.corpus.name,
-        "corpus_sha256": data.corpus.sha256,
-        "corpus_split": args.split_ratio,
-        "train_tokens": n_predicted,
-    }
-    if args.smoothing == "kn" and memory:
-        chunks = data.id_chunks(vocab) if prepared else id_chunks_from_lines(data.train, vocab)
-        result = train_kn_bounded(chunks, vocab, order, memory,
-                                  args.out, temp_dir=args.temp_dir,
-                                  discount_fallback=args.discount_fallback,
-                                  metadata=meta, progress=_bar, workers=args.workers)
-        _report(args, order, n_predicted, len(vocab), result.counts, start)
-        return 0
+    vocab = Vocabulary.from_lines(data.train)
+    n_predicted = sum(len(line) + 1 for line in data.train if len(line))
+    meta = _metadata(args, data, n_predicted)
     counts = NgramCounts.from_stream(vocab.encode(data.train), order, len(vocab))
     if args.smoothing == "kn":
         model = kneser_ney(counts, vocab, args.discount_fallback, meta)
@@ -160,12 +214,34 @@ def run_train(args) -> int:
     return 0
 
 
+def _metadata(args, data, n_predicted: int) -> dict:
+    """The ``# keras-seq`` line's keys: how the text was tokenized and which corpus."""
+    return {
+        "tokenizer": "word",
+        "tokenizer_options": data.tokenizer.options,
+        "tokenizer_fingerprint": data.tokenizer.fingerprint,
+        "corpus": data.corpus.name,
+        "corpus_sha256": data.corpus.sha256,
+        "corpus_split": args.split_ratio,
+        "train_tokens": n_predicted,
+    }
+
+
 def _bar(desc: str, total: int):
     # lazy: keeps `keras-seq --help` fast (loads tqdm)
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, disable=None if total > 2_000_000 else True,
                 file=sys.stderr, unit_scale=True)
+
+
+def _write_profile(path, seconds: dict, start: float) -> None:
+    """The step breakdown of a bounded Kneser-Ney run, printed and written as JSON."""
+    total = time.perf_counter() - start
+    steps = {name: round(s, 4) for name, s in seconds.items()}
+    write_json_atomic(path, {"steps_s": steps, "total_s": round(total, 4)})
+    print("steps: " + ", ".join(f"{name} {s:.2f}s ({s / total:.0%})"
+                                for name, s in seconds.items()) + f"; total {total:.2f}s")
 
 
 def _report(args, order, n_predicted, vocab_size, counts, start) -> None:

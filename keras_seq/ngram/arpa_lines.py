@@ -6,8 +6,8 @@ assembled without a Python loop over its rows:
 
 - :func:`format_g7` formats floats exactly as ``"%.7g" % v`` does, into a fixed-width byte
   matrix: each value is rounded to 7 significant digits in float64, and the few values
-  whose 8th digit lies too close to a rounding tie for float64 to decide (and zeros,
-  non-finite values and extreme magnitudes) are formatted by Python itself;
+  whose 8th digit lies too close to a rounding tie for float64 to decide (and non-finite
+  values and extreme magnitudes) are formatted by Python itself;
 - :func:`write_arpa_lines` gathers the pieces of every line (the number, the words from a
   :class:`WordBytes` table, the separators) into one byte buffer with a single index.
 
@@ -31,6 +31,13 @@ from __future__ import annotations
 
 import numpy as np
 
+try:  # the compiled writer (setup.py builds it where a C compiler is found)
+    from keras_seq.ngram import _ngram_c
+except ImportError:  # no compiler at install time: the numpy code below, the same bytes
+    _ngram_c = None
+
+KERNELS = ("c", "numpy")
+KERNEL = "c" if _ngram_c is not None else "numpy"  # the one arpa_lines uses by default
 LOG_ZERO = -99.0
 WIDTH = 16  # bytes of the longest %.7g string ("-1.234567e-100" is 14)
 _POW10 = 10.0 ** np.arange(23)  # exact in float64
@@ -98,7 +105,13 @@ def format_g7_bytes(values) -> tuple[np.ndarray, np.ndarray]:
         if group.size:
             _fill_group(out, lengths, group, digits[group] + 48, int(e[group[0]]),
                         int(kept[group[0]]), bool(negative[group[0]]))
-    for i in np.flatnonzero(~ok).tolist():
+    zero = v == 0  # backoffs of n-grams that are no context: "0", or "-0" for -0.0
+    negative_zero = np.flatnonzero(zero & negative)
+    out[zero, 0] = ord("0")
+    lengths[zero] = 1
+    out[negative_zero, 0], out[negative_zero, 1] = ord("-"), ord("0")
+    lengths[negative_zero] = 2
+    for i in np.flatnonzero(~ok & ~zero).tolist():
         text = f"{v[i]:.7g}".encode("ascii")
         out[i, :len(text)] = np.frombuffer(text, dtype=np.uint8)
         lengths[i] = len(text)
@@ -151,8 +164,26 @@ def write_arpa_lines(f, words: WordBytes, cols: np.ndarray, log10_prob,
     write_utf8(f, arpa_lines(words, cols, log10_prob, log10_backoff))
 
 
-def arpa_lines(words: WordBytes, cols: np.ndarray, log10_prob, log10_backoff=None) -> bytes:
-    """The UTF-8 bytes :func:`write_arpa_lines` writes for these rows."""
+def arpa_lines(words: WordBytes, cols: np.ndarray, log10_prob, log10_backoff=None,
+               kernel: str | None = None) -> bytes:
+    """The UTF-8 bytes :func:`write_arpa_lines` writes for these rows.
+
+    ``kernel``: ``"c"`` (the compiled writer, ``_ngram_c.c``), ``"numpy"`` (the reference),
+    or ``None`` for :data:`KERNEL`. Both give the same bytes.
+    """
+    kernel = KERNEL if kernel is None else kernel
+    if kernel not in KERNELS or (kernel == "c" and _ngram_c is None):
+        raise ValueError(f"arpa_lines: kernel {kernel!r} is not available; expected one of "
+                         f"{[k for k in KERNELS if k != 'c' or _ngram_c is not None]}")
+    if kernel == "c":
+        cols = np.ascontiguousarray(cols, dtype=np.int64)
+        backoff = None if log10_backoff is None else clip_log10(log10_backoff)
+        return _ngram_c.lines(words.buffer, words.offsets, words.lengths, cols,
+                             cols.shape[1], clip_log10(log10_prob), backoff)
+    return _numpy_lines(words, cols, log10_prob, log10_backoff)
+
+
+def _numpy_lines(words: WordBytes, cols: np.ndarray, log10_prob, log10_backoff) -> bytes:
     cols = np.asarray(cols)
     rows, n = cols.shape
     if rows == 0:
