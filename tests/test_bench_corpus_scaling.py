@@ -193,3 +193,15 @@ def test_bench_every_stage_through_the_cli(roots, tmp_path, capsys):
     assert line["lm_startup_s"] > 0 and line["lm_rss_mb"] > 100
     assert all(r["fit_s"] > 0 for r in saved["rows"] if r["stage"].startswith("lm-"))
     assert "keras-seq train lm --data" in printed and "scaling_rss.png" in printed
+
+
+def test_a_given_text_is_measured_as_one_size(tmp_path):
+    text = tmp_path / "tokens.txt"
+    text.write_text("the cat sat on the mat .\n\na dog sat .\n" * 300, encoding="utf-8")
+    assert corpus_scaling.count_tokens(text) == 300 * (8 + 5)
+    out = corpus_scaling.run_bench([1], out=tmp_path / "out", text=str(text),
+                                   stages=["prepare", "ngram", "ngram-raw"], progress=None)
+    assert out["sizes"] == [3900] and out["corpus"] == {"file": str(text)}
+    assert all(r["rc"] == 0 and r["tokens"] == 3900 for r in out["rows"])
+    with pytest.raises(DataError, match="is not a file; give a text of space-separated"):
+        corpus_scaling.run_bench([1], out=tmp_path / "x", text=str(tmp_path / "nope.txt"))

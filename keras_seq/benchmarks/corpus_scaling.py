@@ -252,6 +252,22 @@ def corpora(sizes: list[int], corpus_dir: Path, seed: int, roots=None, progress=
     return paths, manifest
 
 
+def count_tokens(path) -> int:
+    """Tokens of a whitespace-separated text as the stages count them: its words plus one
+    ``</s>`` per non-empty line (``text``: e.g. ``keras-seq data tokenize --out``, whose
+    tokens the word rule keeps as they are, so lmplz and keras-seq see the same ones).
+    """
+    if not os.path.isfile(path):
+        raise DataError(f"--text {str(path)!r} is not a file; give a text of space-separated "
+                        "tokens, e.g. from keras-seq data tokenize --tokenizer word --out FILE")
+    n = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            words = len(line.split())
+            n += words + (words > 0)
+    return n
+
+
 def _schedule(stages: list[str], rounds: int) -> list[tuple[str, int]]:
     """``(stage, round)`` in the order they run: the compared stages ``rounds`` times,
     alternating, after ``prepare`` and before the LM's stages.
@@ -269,7 +285,7 @@ def _schedule(stages: list[str], rounds: int) -> list[tuple[str, int]]:
 def run_bench(sizes: list[int], *, out, corpus_dir=None, seed: int = 0, stages=STAGES,
               lmplz: str | None = None, memory: str = "1G", max_vocab: int = 50_000,
               lm_steps: int = 20, keep: bool = False, roots=None, rounds: int = 1,
-              progress=print) -> dict:
+              text=None, progress=print) -> dict:
     """Measure every stage at every size; write ``scaling.json`` (and the PNG plots) in
     ``out``; return the results (see the module docstring)."""
     unknown = [s for s in stages if s not in STAGES]
@@ -291,13 +307,19 @@ def run_bench(sizes: list[int], *, out, corpus_dir=None, seed: int = 0, stages=S
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     corpus_dir = Path(corpus_dir) if corpus_dir else out / "corpora"
-    paths, manifest = corpora(sizes, corpus_dir, seed, roots, progress)
-    tokens = {s["target"]: s["tokens"] for s in manifest["sizes"]}
+    if text is not None:  # one given text instead of the generated sizes
+        n = count_tokens(text)
+        sizes, paths, tokens = [n], {n: Path(text)}, {n: n}
+        about = {"file": str(text)}
+    else:
+        paths, manifest = corpora(sizes, corpus_dir, seed, roots, progress)
+        tokens = {s["target"]: s["tokens"] for s in manifest["sizes"]}
+        about = {k: manifest[k] for k in ("roots", "natural_tokens", "vocabulary", "keep",
+                                          "replace_p", "novelty")}
     results = {"sizes": sizes, "seed": seed, "memory": memory, "max_vocab": max_vocab,
                "rounds": rounds, "cpu": cpu_model(),
                "lm": {"steps": lm_steps, "batch": LM_BATCH, "bptt": LM_BPTT},
-               "corpus": {k: manifest[k] for k in ("roots", "natural_tokens", "vocabulary",
-                                                   "keep", "replace_p", "novelty")},
+               "corpus": about,
                "cpu_count": os.cpu_count(), "rows": []}
     for n in sizes:
         work = out / "work" / label(n)

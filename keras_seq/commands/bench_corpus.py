@@ -38,6 +38,10 @@ def register(subparsers) -> None:
     p.add_argument("--lm-steps", type=number(int, AT_LEAST_1), default=20,
                    help="optimizer steps timed after the first for train lm's tokens/s "
                         "(default: 20)")
+    p.add_argument("--text", default=None, metavar="FILE",
+                   help="measure this text (space-separated tokens, one size) instead of the "
+                        "generated corpora, e.g. the output of keras-seq data tokenize "
+                        "--tokenizer word --split train --out FILE")
     p.add_argument("--rounds", type=number(int, AT_LEAST_1), default=1,
                    help="runs of each compared stage (ngram, ngram-raw, lmplz) per size, in "
                         "alternating order; the table shows the median and the spread "
@@ -60,7 +64,7 @@ def run_scaling(args) -> int:
                         seed=args.seed, stages=[s.strip() for s in args.stages.split(",")],
                         lmplz=args.lmplz, memory=args.memory, max_vocab=args.max_vocab,
                         lm_steps=args.lm_steps, keep=args.keep, roots=args.roots,
-                        rounds=args.rounds,
+                        rounds=args.rounds, text=args.text,
                         progress=None if args.json else print)
     if args.json:
         print_json(results)
