@@ -235,3 +235,11 @@ def test_default_workers_fit_the_cores_and_the_memory_budget(monkeypatch):
     assert external.default_workers(parse_memory("64K")) == 1
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert external.default_workers(parse_memory("4G")) == 1  # one core
+
+
+def test_profile_without_a_memory_budget_says_what_to_do(shakespeare_part, tmp_path, capsys):
+    assert main(["ngram", "train", "--data", shakespeare_part, "--memory", "0", "--out",
+                 str(tmp_path / "x.arpa"), "--profile", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err
+    assert "--profile times the steps of Kneser-Ney in bounded memory" in err
+    assert not (tmp_path / "x.arpa").exists()

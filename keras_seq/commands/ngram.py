@@ -23,6 +23,7 @@ from keras_seq.commands._common import (
     print_keyboard,
 )
 from keras_seq.data.splits import SPLITS
+from keras_seq.errors import DataError
 from keras_seq.ranges import AT_LEAST_1, NGRAM_ORDER, SEED
 
 # A raw text smaller than this is tokenized in this process (tinyshakespeare: ~0.03 s saved
@@ -130,6 +131,10 @@ def run_train(args) -> int:
     start = time.perf_counter()
     if args.smoothing == "kn" and memory:
         return _train_kn_bounded(args, order, memory, start)
+    if args.profile:
+        raise DataError(f"--profile times the steps of Kneser-Ney in bounded memory; got "
+                        f"--smoothing {args.smoothing} --memory {args.memory}. Use "
+                        "--smoothing kn with a --memory budget (e.g. 1G), or drop --profile")
     return _train_in_memory(args, order, start)
 
 
@@ -252,7 +257,6 @@ def _report(args, order, n_predicted, vocab_size, counts, start) -> None:
 
 def run_eval(args) -> int:
     # lazy: keeps `keras-seq --help` fast
-    from keras_seq.errors import DataError
     from keras_seq.ngram.arpa import read_arpa
     from keras_seq.ngram.data import load_tokenized
     from keras_seq.ngram.scorer import evaluate, keyboard_outcomes, zero_prob_tokens
@@ -317,7 +321,6 @@ def run_sparsity(args) -> int:
     held = data.lines(args.split)
     if not held:
         # lazy: keeps `keras-seq --help` fast
-        from keras_seq.errors import DataError
 
         raise DataError(f"the {args.split} split of {data.corpus.name!r} has no tokens; "
                         "choose a --split-ratio that gives it text")
