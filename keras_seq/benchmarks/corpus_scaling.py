@@ -60,9 +60,11 @@ from pathlib import Path
 from keras_seq.atomic import write_json_atomic
 from keras_seq.benchmarks.scaling_text import write_corpora
 from keras_seq.errors import DataError
+from keras_seq.machine import cpu_name, load_1min
 
 STAGES = ("prepare", "ngram", "ngram-raw", "lmplz", "prepare-lm", "lm")
-COMPARED = ("ngram", "ngram-raw", "lmplz")  # the stages --rounds repeats, alternated
+KN_STAGES = ("ngram", "ngram-raw")  # keras-seq's Kneser-Ney, from prepared ids / raw text
+COMPARED = (*KN_STAGES, "lmplz")  # the stages --rounds repeats, alternated
 DEFAULT_SIZES = "1M,16M,100M"
 LM_BATCH, LM_BPTT = 32, 35
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
@@ -182,7 +184,7 @@ def _commands(stage: str, corpus: Path, work: Path, *, memory: str, max_vocab: i
         return [("prepare", ks + ["data", "prepare", "--data", str(corpus), "--tokenizer",
                                   "word", "--min-count", "1", *split, "--out", str(prep),
                                   "--quiet"])]
-    if stage in ("ngram", "ngram-raw"):
+    if stage in KN_STAGES:
         source, arpa = ((prep, "keras-seq.arpa") if stage == "ngram"
                         else (corpus, "keras-seq-raw.arpa"))
         return [(stage, ks + ["ngram", "train", "--data", str(source), *split, "--order", "5",
@@ -218,13 +220,6 @@ def _clear(work: Path, stage: str) -> None:
         for path in work.glob(pattern):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     (work / "tmp").mkdir(parents=True, exist_ok=True)
-
-
-def _load() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
 
 
 def corpora(sizes: list[int], corpus_dir: Path, seed: int, roots=None, progress=print):
@@ -317,7 +312,7 @@ def run_bench(sizes: list[int], *, out, corpus_dir=None, seed: int = 0, stages=S
         about = {k: manifest[k] for k in ("roots", "natural_tokens", "vocabulary", "keep",
                                           "replace_p", "novelty")}
     results = {"sizes": sizes, "seed": seed, "memory": memory, "max_vocab": max_vocab,
-               "rounds": rounds, "cpu": cpu_model(),
+               "rounds": rounds, "cpu": cpu_name(),
                "lm": {"steps": lm_steps, "batch": LM_BATCH, "bptt": LM_BPTT},
                "corpus": about,
                "cpu_count": os.cpu_count(), "rows": []}
@@ -330,7 +325,7 @@ def run_bench(sizes: list[int], *, out, corpus_dir=None, seed: int = 0, stages=S
                                        max_vocab=max_vocab, lm_steps=lm_steps, lmplz=lmplz):
                 if progress is not None:
                     progress(f"[{label(n)}] {name}: {' '.join(cmd)}")
-                load = _load()
+                load = load_1min()
                 log = work / f"{name}.log"
                 row = {"size": label(n), "tokens": tokens[n], "stage": name, "round": round_,
                        "load": load, **measure(cmd, log), "command": cmd, "log": str(log)}
@@ -338,7 +333,7 @@ def run_bench(sizes: list[int], *, out, corpus_dir=None, seed: int = 0, stages=S
                     row["error"] = _tail(log)
                 elif name.startswith("lm-"):
                     row["fit_s"] = _fit_seconds(work / name)
-                elif name in ("ngram", "ngram-raw"):
+                elif name in KN_STAGES:
                     row["steps_s"] = _steps(work / f"{name}-profile.json")
                 results["rows"].append(row)
                 write_json_atomic(out / "scaling.json", results)
@@ -375,17 +370,6 @@ def _steps(path: Path) -> dict | None:
         return json.loads(path.read_text())["steps_s"]
     except (OSError, ValueError, KeyError):
         return None
-
-
-def cpu_model() -> str:
-    """This machine's CPU, as /proc/cpuinfo names it, and its core count."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            name = next((line.split(":", 1)[1].strip() for line in f
-                         if line.startswith("model name")), "unknown CPU")
-    except OSError:
-        name = "unknown CPU"
-    return f"{name}, {os.cpu_count()} cores"
 
 
 def fit_exponent(tokens: list[float], seconds: list[float]) -> float | None:
@@ -458,14 +442,14 @@ def _ratio(line, key):
     return f"{line[key]:.2f}×" if key in line else "–"
 
 
-def format_steps(results: dict) -> str:
+def format_steps(summary_lines: list[dict]) -> str:
     """The step breakdown of ``ngram`` and ``ngram-raw`` (their median runs), in seconds."""
     from keras_seq.ngram.external import STEPS  # lazy: only this table needs the n-grams
 
     names = ("read", *STEPS)
     out = [f"| tokens | run | {' | '.join(names)} |", "|---:|---|" + "---:|" * len(names)]
-    for line in results.get("summary") or summary(results):
-        for stage in ("ngram", "ngram-raw"):
+    for line in summary_lines:
+        for stage in KN_STAGES:
             steps = (line.get(stage) or {}).get("steps_s")
             if steps:
                 cells = " | ".join(f"{steps.get(n, 0):.2f}" for n in names)
@@ -476,7 +460,8 @@ def format_steps(results: dict) -> str:
 def format_bench(results: dict) -> str:
     """The summary table, then one row per process with the command that reproduces it."""
     lines = results.get("summary") or summary(results)
-    out = [f"{results.get('cpu', cpu_model())}; median of {results.get('rounds', 1)} "
+    cpu = f"{results.get('cpu') or cpu_name()}, {results['cpu_count']} cores"
+    out = [f"{cpu}; median of {results.get('rounds', 1)} "
            "alternated run(s) per compared stage (min–max in brackets); load per row below",
            "",
            "| tokens | prepare | ngram train --memory " + results["memory"] + " (prepared) | "
@@ -494,12 +479,12 @@ def format_bench(results: dict) -> str:
             f"{line['lm_startup_s']:.1f} s" if "lm_startup_s" in line else "–",
             f"{tps:,.0f}" if tps else "–",
             f"{line['lm_rss_mb']:,.0f} MB" if "lm_rss_mb" in line else "–"]) + " |")
-    fitted = exponents(lines)
+    fitted = results.get("exponents") or exponents(lines)
     if fitted:
         out += ["", "time ∝ tokens^k: " + ", ".join(f"{s} k = {k:.2f}"
                                                      for s, k in fitted.items())]
     if any("steps_s" in r for r in results["rows"]):
-        out += ["", "ngram train's steps (seconds, median run):", format_steps(results)]
+        out += ["", "ngram train's steps (seconds, median run):", format_steps(lines)]
     out += ["", "| size | stage | wall | peak RSS | load | command |",
             "|---|---|---:|---:|---:|---|"]
     for r in results["rows"]:

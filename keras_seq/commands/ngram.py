@@ -178,17 +178,19 @@ def _prepare_apart(data, out, **options) -> None:
     # lazy: keeps `keras-seq --help` fast
     from concurrent.futures import ProcessPoolExecutor
 
-    from keras_seq.data.prepared import prepare_corpus
     from keras_seq.ngram.external import worker_context
 
     if os.path.isfile(data) and os.path.getsize(data) < IN_PROCESS_PREPARE_BYTES:
-        prepare_corpus(data, out, **options)  # small: a process would cost more than it frees
+        _prepare(data, out, options)  # small: a process would cost more than it frees
         return
     with ProcessPoolExecutor(1, mp_context=worker_context()) as pool:
-        pool.submit(_prepare, prepare_corpus, data, out, options).result()
+        pool.submit(_prepare, data, out, options).result()
 
 
-def _prepare(prepare_corpus, data, out, options) -> None:
+def _prepare(data, out, options) -> None:
+    # lazy: keeps `keras-seq --help` fast
+    from keras_seq.data.prepared import prepare_corpus
+
     prepare_corpus(data, out, **options)  # its return value (an open corpus) stays here
 
 
