@@ -454,6 +454,8 @@ def test_the_converters_full_collection_scans_only_the_conversions_objects(monke
     try:
         frozen = gc.get_freeze_count()
         convert("unused", "step", "float32")
-        assert gc.get_freeze_count() == frozen
+        # Still frozen, and not frozen again: the count can only fall, as frozen objects
+        # whose last reference goes during the conversion are freed (a few, under xdist).
+        assert 0.99 * frozen <= gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
