@@ -94,9 +94,9 @@ def test_quick_bench_cells_on_jax_in_a_worker():
     assert report["environment"]["backend"] == "jax"
     paths = {row["cell"]: (row["keras_seq_path"], row["builtin_path"])
              for row in report["results"]}
-    # On a CPU keras-seq loops; Keras's JAX GRU is its backend gru() (a lax.scan, on any
-    # device: JAX has no cuDNN GRU).
-    assert paths == {"gru": ("loop", "backend-loop")}
+    # On a CPU keras-seq runs its JAX fused kernel (_fused_jax.py); Keras's JAX GRU is its
+    # backend gru() (a lax.scan, on any device: JAX has no cuDNN GRU).
+    assert paths == {"gru": ("fused-loop", "backend-loop")}
     assert all(row["keras_seq_jit"] == "xla" for row in report["results"])  # JAX compiles
     assert len(report["results"][0]["paired_ratios"]) == TINY["repeats"]
 

@@ -65,7 +65,7 @@ def has_kernel(kind, mixed=False):
 
 def kernel_path(kind, mixed=False):
     """``last_path`` of a layer with ``use_cudnn`` on, unmasked."""
-    return "cudnn" if has_kernel(kind, mixed) else "loop"
+    return "cudnn" if has_kernel(kind, mixed) else "fused-loop"  # else keras-seq's own kernel
 
 
 def use_cudnn_for(kind):
@@ -333,4 +333,4 @@ def test_jax_gru_has_no_kernel_and_says_so():
         GRU(U, use_cudnn=True)(x)
     layer = GRU(U)
     layer(x)
-    assert layer.last_path == "loop" and "no fused GRU kernel" in layer.last_path_reason
+    assert layer.last_path == "fused-loop" and "no fused GRU kernel" in layer.last_path_reason

@@ -13,10 +13,11 @@ Who runs them:
    ``keras.layers.RNN(cell)`` runs.
 2. ``FastRNN.inner_loop`` (the layers) picks one of three paths per call
    (:mod:`keras_seq.layers.dispatch`): the backend's fused cuDNN kernel on a GPU
-   (``cudnn_sequence``; LSTM and GRU), the TensorFlow fused loop with a hand-written
-   gradient (``fused_sequence``, ``_fused.py``), or a loop over ``recurrent_step``
-   with autodiff (masks, recurrent dropout, custom activations, ``unroll=True``, and
-   every non-TensorFlow backend without a GPU).
+   (``cudnn_sequence``; LSTM and GRU), the backend's keras-seq fused loop with a
+   hand-written gradient (``fused_sequence``; ``_fused.py``, ``_fused_jax.py``,
+   ``_fused_torch.py``, found by :func:`fused_kernel`), or a loop over
+   ``recurrent_step`` with autodiff (masks, recurrent dropout, custom activations,
+   ``unroll=True``).
 
 Everything here computes with ``keras.ops``, so the cells and layers build, train and
 save under the TensorFlow, JAX and PyTorch backends; TensorFlow is imported only on
@@ -25,6 +26,7 @@ its own paths.
 
 from __future__ import annotations
 
+import importlib
 import warnings
 
 import keras
@@ -48,6 +50,26 @@ def read(variable):
 
         return tf.convert_to_tensor(value)
     return value
+
+
+#: Per backend, the module of whole-sequence kernels with hand-written gradients
+#: (``simple_rnn_sequence``, ``lstm_sequence``, ``gru_sequence``, ``lstmp_sequence``; one
+#: contract, see ``_fused.py``). A backend or a kernel missing here runs the step loop.
+FUSED_MODULES = {
+    "tensorflow": "keras_seq.layers._fused",
+    "jax": "keras_seq.layers._fused_jax",
+    "torch": "keras_seq.layers._fused_torch",
+}
+
+
+def fused_kernel(name: str):
+    """This backend's whole-sequence kernel ``name`` (e.g. ``"lstm_sequence"``), or None.
+
+    The module is imported by name, only when a layer first asks: each one imports its
+    own backend (TensorFlow, JAX or PyTorch).
+    """
+    module = FUSED_MODULES.get(keras.backend.backend())
+    return None if module is None else getattr(importlib.import_module(module), name, None)
 
 
 def check_implementation(owner: str, implementation) -> None:
@@ -455,8 +477,7 @@ class FastRNN(keras.layers.RNN):
         if training and cell.recurrent_dropout > 0:
             rec_mask = cell.get_recurrent_dropout_mask(initial_state[0])  # (B, U)
         tensorflow = keras.backend.backend() == "tensorflow"
-        if (tensorflow and mask is None and rec_mask is None and not self.unroll
-                and cell.supports_fused()):
+        if mask is None and rec_mask is None and not self.unroll and cell.supports_fused():
             self.last_path = "fused-loop"
             # Time-major before projecting: moving (B, T, D) is cheaper than (B, T, G·U).
             seq_t = ops.transpose(sequences, (1, 0, 2))  # (T, B, D)

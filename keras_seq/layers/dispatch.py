@@ -7,8 +7,10 @@ Three paths, chosen per call:
   ``CudnnRNNV3``, ``jax.experimental.rnn``, PyTorch's cuDNN RNN), fed the layer's own
   weights (they already use Keras's layout). Only on a GPU, and only when the
   configuration allows it (:func:`fused_kernel_blockers`).
-- ``"fused-loop"``: TensorFlow only, the keras-seq ``tf.while_loop`` with a hand-written
-  gradient (``_fused.py``): no mask, no recurrent dropout, standard activations.
+- ``"fused-loop"``: keras-seq's own whole-sequence kernel with a hand-written gradient,
+  one module per backend (``_fused.py``: a ``tf.while_loop``; ``_fused_jax.py``: a
+  ``lax.scan`` under ``jax.custom_vjp``; ``_fused_torch.py``: a
+  ``torch.autograd.Function``): no mask, no recurrent dropout, standard activations.
 - ``"loop"``: everything else; one step of the cell per timestep (``_fast_rnn.py`` on
   TensorFlow, ``keras.src.backend.rnn`` on JAX and PyTorch), after one matmul that
   projects every timestep's input.

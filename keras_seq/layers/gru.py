@@ -25,6 +25,7 @@ from keras_seq.layers._base import (
     FastRNN,
     activation_name,
     check_implementation,
+    fused_kernel,
     read,
 )
 
@@ -179,13 +180,10 @@ class GRUCell(BaseCell):
 
     def supports_fused(self):
         names = activation_name(self.activation), activation_name(self.recurrent_activation)
-        return names == ("tanh", "sigmoid")
+        return names == ("tanh", "sigmoid") and fused_kernel("gru_sequence") is not None
 
     def fused_sequence(self, xs, states, params):
-        # lazy: loads TensorFlow only when this runs
-        from keras_seq.layers import _fused  # TensorFlow only
-
-        hs, h = _fused.gru_sequence(
+        hs, h = fused_kernel("gru_sequence")(
             xs,
             states[0],
             params["recurrent_kernel"],

@@ -26,6 +26,7 @@ from keras_seq.layers._base import (
     FastRNN,
     activation_name,
     check_implementation,
+    fused_kernel,
 )
 
 _CELL_ARGS = (
@@ -184,13 +185,12 @@ class LSTMCell(BaseCell):
 
     def supports_fused(self):
         names = activation_name(self.activation), activation_name(self.recurrent_activation)
-        return names == ("tanh", "sigmoid")
+        return names == ("tanh", "sigmoid") and fused_kernel(self.fused_kernel_name) is not None
+
+    fused_kernel_name = "lstm_sequence"  # LSTMPCell: "lstmp_sequence"
 
     def fused_sequence(self, xs, states, params):
-        # lazy: loads TensorFlow only when this runs
-        from keras_seq.layers import _fused  # TensorFlow only
-
-        hs, h, c = _fused.lstm_sequence(
+        hs, h, c = fused_kernel("lstm_sequence")(
             xs, states[0], states[1], params["recurrent_kernel"], self.coupled_input_forget
         )
         return hs, [h, c]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import keras
 from keras import constraints, initializers, ops, regularizers
 
-from keras_seq.layers._base import FastRNN, read
+from keras_seq.layers._base import FastRNN, fused_kernel, read
 from keras_seq.layers.lstm import _CELL_ARGS, LSTMCell
 
 _PROJECTION_ARGS = ("projection_initializer", "projection_regularizer", "projection_constraint")
@@ -140,12 +140,11 @@ class LSTMPCell(LSTMCell):
         h = ops.matmul(m, params["projection_kernel"])  # (B, U) @ (U, P) -> (B, P)
         return h, [h, c]
 
-    def fused_sequence(self, xs, states, params):
-        # lazy: loads TensorFlow only when this runs
-        from keras_seq.layers import _fused  # TensorFlow only
+    fused_kernel_name = "lstmp_sequence"
 
+    def fused_sequence(self, xs, states, params):
         # xs (T, B, G·U); states [h (B, P), c (B, U)] -> hs (T, B, P)
-        hs, h, c = _fused.lstmp_sequence(
+        hs, h, c = fused_kernel("lstmp_sequence")(
             xs,
             states[0],
             states[1],

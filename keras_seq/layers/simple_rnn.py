@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_seq.layers._base import BaseCell, FastRNN, activation_name
+from keras_seq.layers._base import BaseCell, FastRNN, activation_name, fused_kernel
 
 #: The constructor arguments every cell shares, in Keras's order (a new cell's ``ARGS``
 #: starts with them: docs/architecture.md).
@@ -93,14 +93,13 @@ class SimpleRNNCell(BaseCell):
     merges_recurrent_matmul = True  # z = x·W + h·R + b: see BaseCell.merged_step
 
     def supports_fused(self):
-        return activation_name(self.activation) in ("tanh", "relu")
+        return (activation_name(self.activation) in ("tanh", "relu")
+                and fused_kernel("simple_rnn_sequence") is not None)
 
     def fused_sequence(self, xs, states, params):
-        # lazy: loads TensorFlow only when this runs
-        from keras_seq.layers import _fused  # TensorFlow only
-
         relu = activation_name(self.activation) == "relu"
-        hs, h = _fused.simple_rnn_sequence(xs, states[0], params["recurrent_kernel"], relu=relu)
+        run = fused_kernel("simple_rnn_sequence")
+        hs, h = run(xs, states[0], params["recurrent_kernel"], relu=relu)
         return hs, [h]
 
 

@@ -74,8 +74,9 @@ def test_the_cases_cover_every_pair_of_factors():
 
 def expected_path(kind, case):
     """What keras-seq's dispatch must choose on this backend, with a (faked) GPU."""
+    own = "loop" if case["mask"] else "fused-loop"  # keras-seq's paths: no kernel call
     if BACKEND == "jax" and (kind == "gru" or case["mixed"] or case["mask"]):
-        return "loop"  # no JAX GRU kernel; jax.experimental.rnn is float32-only, no mask
+        return own  # no JAX GRU kernel; jax.experimental.rnn is float32-only, no mask
     if case["mask"]:
         return "cudnn-or-loop" if BACKEND == "tensorflow" else "loop"
     return "cudnn"
@@ -161,10 +162,10 @@ def test_kernel_path_equals_the_loop(kind, case, kernels):
 
     path = expected_path(kind, case)
     before = dict(kernels)
-    if path == "loop":  # the dispatch must say so, and call no kernel
+    if path in ("loop", "fused-loop"):  # the dispatch must say so, and call no kernel
         call(fused)
         for layer in _recurrent(fused):
-            assert layer.last_path == "loop", (layer.last_path, layer.last_path_reason)
+            assert layer.last_path == path, (layer.last_path, layer.last_path_reason)
             assert layer.last_path_reason, "a loop names why not the kernel"
         assert kernels == before
         return
@@ -231,7 +232,7 @@ def test_jax_mixed_precision_compiled_step_does_not_take_the_kernel(policy, kern
     x = np.random.default_rng(6).normal(size=(B, T, D)).astype("float32")
     loss = model.train_on_batch(x, np.zeros((B, T, 1), "float32"))
     assert np.isfinite(loss)
-    assert layer.last_path == "loop" and kernels["lstm"] == 0
+    assert layer.last_path == "fused-loop" and kernels["lstm"] == 0
     assert "float32 only" in layer.last_path_reason
     with pytest.raises(ValueError, match="float32 only"):
         LSTM(U, use_cudnn=True)(x)
@@ -240,7 +241,8 @@ def test_jax_mixed_precision_compiled_step_does_not_take_the_kernel(policy, kern
 @pytest.mark.skipif(BACKEND != "torch", reason="Keras's torch fallback (issue d)")
 def test_torch_reports_the_loop_when_the_kernel_does_not_run(monkeypatch):
     """Keras's torch lstm() runs its own loop when the inputs are not on CUDA or its cuDNN
-    call raises; keras-seq must say 'loop' then, not 'cudnn'."""
+    call raises; keras-seq must report its own loop then (the fused one: no mask here),
+    not 'cudnn'."""
     import torch
 
     monkeypatch.setattr(dispatch, "gpu_available", lambda: True)  # but the inputs: CPU
@@ -248,7 +250,7 @@ def test_torch_reports_the_loop_when_the_kernel_does_not_run(monkeypatch):
     for cls in (LSTM, GRU):
         layer = cls(U)
         layer(x)
-        assert layer.last_path == "loop", layer.last_path
+        assert layer.last_path == "fused-loop", layer.last_path
         assert "not a CUDA device" in layer.last_path_reason
         with pytest.raises(ValueError, match="not a CUDA device"):
             cls(U, use_cudnn=True)(x)
@@ -260,4 +262,5 @@ def test_torch_reports_the_loop_when_the_kernel_does_not_run(monkeypatch):
     monkeypatch.setattr(torch._VF, "lstm", broken)
     layer = LSTM(U)
     layer(x)
-    assert layer.last_path == "loop" and "CUDNN_STATUS_NOT_SUPPORTED" in layer.last_path_reason
+    assert layer.last_path == "fused-loop"
+    assert "CUDNN_STATUS_NOT_SUPPORTED" in layer.last_path_reason
