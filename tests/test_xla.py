@@ -72,3 +72,32 @@ def test_xla_gives_way_to_cudnn_on_a_tensorflow_gpu(monkeypatch):
     rnn_only(np.zeros((2, 3), "int32"))
     computing = {"backend": "tensorflow", "jit_compile": True}
     assert not _xla_or_cudnn(rnn_only, computing, [], print)  # no cuDNN kernel: XLA stays
+
+
+def _xla_functions(fn):
+    """Names of the functions in ``fn``'s graph that XLA must compile."""
+    library = fn.get_concrete_function(tf.constant(X)).graph.as_graph_def().library
+    return [f.signature.name for f in library.function if f.attr["_XlaMustCompile"].b]
+
+
+@pytest.mark.parametrize("make, compiled", [(lambda: LSTM(5, return_sequences=True), True),
+                                            (lambda: GRU(5, return_sequences=True), False)])
+def test_training_compiles_the_lstm_loops_with_xla_and_inference_does_not(make, compiled):
+    """A training call runs TensorFlow's fused LSTM loops as XLA programs (faster on a
+    CPU); inference, which export and serving trace, carries no XLA-only function; both
+    give the same outputs and gradients."""
+    layer = make()
+    layer(X)
+
+    def outputs_and_grads(x, training):
+        with tf.GradientTape() as tape:
+            y = layer(x, training=training)
+            loss = tf.reduce_sum(y * tf.cos(y))
+        return y, tape.gradient(loss, layer.trainable_variables)
+
+    train = tf.function(lambda x: outputs_and_grads(x, True))
+    infer = tf.function(lambda x: outputs_and_grads(x, False))
+    assert len(_xla_functions(train)) == (2 if compiled else 0)  # the forward and backward loop
+    assert _xla_functions(infer) == []
+    for a, b in zip(tf.nest.flatten(train(X)), tf.nest.flatten(infer(X))):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5, rtol=1e-5)

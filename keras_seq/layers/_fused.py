@@ -22,35 +22,52 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+#: The kernels whose loops a training call compiles with XLA (``jit_compile=True``): only
+#: where it measured faster on a CPU (``keras-seq bench cells --head none``, 2-core AMD
+#: EPYC): the LSTM's train step 1.49x -> 1.75x Keras's; the GRU's none (1.06x -> 1.03x,
+#: its step is mostly the recurrent matmul), so it keeps plain ops. docs/backends-and-gpu.md.
+XLA_WHEN_TRAINING = ("lstm_sequence",)
+
 
 def _zeros_if_none(grad, like):
     return tf.zeros_like(like) if grad is None else grad
 
 
-def _loop(body, elems, carry, num_out, reverse=False):
+def _loop(body, elems, carry, num_out, reverse=False, jit_compile=False):
     """``carry, outs_t = body(carry, elems_t)`` over time; only ``outs`` are stacked.
 
     Leaner than ``tf.scan``, which stacks every carry: the backward loops carry
     ``dh`` (and ``dc``) but only need ``dz`` for every step.
 
+    ``jit_compile``: run the loop as one XLA program (when a graph is being traced;
+    eager calls run it as it is): XLA fuses each step's elementwise ops into a few
+    kernels where TensorFlow dispatches a dozen (docs/backends-and-gpu.md gives the
+    measured gain).
+
     Returns ``(final_carry, [stacked out (T, ...) for each out])``.
     """
-    steps = tf.shape(elems[0])[0]
-    in_tas = [tf.TensorArray(e.dtype, size=steps).unstack(e) for e in elems]
-    out_tas = [tf.TensorArray(elems[0].dtype, size=steps) for _ in range(num_out)]
 
-    def loop_body(t, carry, out_tas):
-        i = steps - 1 - t if reverse else t
-        carry, outs = body(carry, [ta.read(i) for ta in in_tas])
-        return t + 1, tuple(carry), [ta.write(i, o) for ta, o in zip(out_tas, outs)]
+    def run(elems, carry):
+        steps = tf.shape(elems[0])[0]
+        in_tas = [tf.TensorArray(e.dtype, size=steps).unstack(e) for e in elems]
+        out_tas = [tf.TensorArray(elems[0].dtype, size=steps) for _ in range(num_out)]
 
-    _, carry, out_tas = tf.while_loop(
-        lambda t, *_: t < steps,
-        loop_body,
-        (tf.constant(0), tuple(carry), out_tas),
-        maximum_iterations=steps,
-    )
-    return carry, [ta.stack() for ta in out_tas]
+        def loop_body(t, carry, out_tas):
+            i = steps - 1 - t if reverse else t
+            carry, outs = body(carry, [ta.read(i) for ta in in_tas])
+            return t + 1, tuple(carry), [ta.write(i, o) for ta, o in zip(out_tas, outs)]
+
+        _, carry, out_tas = tf.while_loop(
+            lambda t, *_: t < steps,
+            loop_body,
+            (tf.constant(0), tuple(carry), out_tas),
+            maximum_iterations=steps,
+        )
+        return carry, [ta.stack() for ta in out_tas]
+
+    if jit_compile and not tf.executing_eagerly():
+        run = tf.function(run, jit_compile=True, autograph=False)
+    return run(list(elems), tuple(carry))
 
 
 def _flat_matmul_t(a, b):
@@ -78,7 +95,7 @@ def _with_final(d_hs, d_final, like):
     return tf.concat([d_hs[:-1], tf.expand_dims(d_hs[-1] + d_final, 0)], 0)
 
 
-def simple_rnn_sequence(xs, h0, kernel_rec, relu=False):
+def simple_rnn_sequence(xs, h0, kernel_rec, relu=False, jit_compile=False):
     """SimpleRNN over time: ``h_t = act(xs_t + h_{t-1} @ U)``; returns ``(hs, h_T)``."""
     act = tf.nn.relu if relu else tf.tanh
 
@@ -88,7 +105,7 @@ def simple_rnn_sequence(xs, h0, kernel_rec, relu=False):
 
     @tf.custom_gradient
     def run(xs, h0, kernel_rec):
-        (h_last,), (hs,) = _loop(step, [xs], (h0,), 1)
+        (h_last,), (hs,) = _loop(step, [xs], (h0,), 1, jit_compile=jit_compile)
 
         def grad(d_hs, d_hT):
             d_hs = _with_final(d_hs, d_hT, hs)
@@ -100,7 +117,8 @@ def simple_rnn_sequence(xs, h0, kernel_rec, relu=False):
                 d_pre = (d_out + carry[0]) * der  # (B, U)
                 return (tf.matmul(d_pre, kernel_t),), (d_pre,)
 
-            (d_h0,), (d_pre,) = _loop(back, [d_hs, deriv], (tf.zeros_like(h0),), 1, True)
+            (d_h0,), (d_pre,) = _loop(back, [d_hs, deriv], (tf.zeros_like(h0),), 1, True,
+                                       jit_compile)
             return d_pre, d_h0, _flat_matmul_t(_shift(h0, hs), d_pre)
 
         return (hs, h_last), grad
@@ -137,7 +155,7 @@ def _lstm_backward_factors(zs, cs, c0, units, cifg):
     return f, o, tc, d_c_from_out, tf.concat(factors, -1)
 
 
-def lstm_sequence(xs, h0, c0, kernel_rec, cifg=False):
+def lstm_sequence(xs, h0, c0, kernel_rec, cifg=False, jit_compile=False):
     """LSTM (tanh / sigmoid) over time; returns ``(hs, h_T, c_T)``.
 
     The forward loop keeps only ``h``, ``c`` and the pre-activations ``z``; the
@@ -158,7 +176,8 @@ def lstm_sequence(xs, h0, c0, kernel_rec, cifg=False):
 
     @tf.custom_gradient
     def run(xs, h0, c0, kernel_rec):
-        (h_last, c_last), (hs, cs, zs) = _loop(step, [xs], (h0, c0), 3)  # (T, B, ·)
+        (h_last, c_last), (hs, cs, zs) = _loop(step, [xs], (h0, c0), 3,  # (T, B, ·)
+                                                jit_compile=jit_compile)
 
         def grad(d_hs, d_hT, d_cT):
             d_hs = _with_final(d_hs, d_hT, hs)
@@ -175,7 +194,8 @@ def lstm_sequence(xs, h0, c0, kernel_rec, cifg=False):
                 return (tf.matmul(d_z, kernel_t), d_c * f_t), (d_z,)
 
             init = (tf.zeros_like(h0), _zeros_if_none(d_cT, c0))
-            (d_h0, d_c0), (d_z,) = _loop(back, [d_hs, d_c_from_h, factors, f], init, 1, True)
+            elems = [d_hs, d_c_from_h, factors, f]
+            (d_h0, d_c0), (d_z,) = _loop(back, elems, init, 1, True, jit_compile)
             return d_z, d_h0, d_c0, _flat_matmul_t(_shift(h0, hs), d_z)
 
         return (hs, h_last, c_last), grad
@@ -183,13 +203,14 @@ def lstm_sequence(xs, h0, c0, kernel_rec, cifg=False):
     return run(xs, h0, c0, kernel_rec)
 
 
-def gru_sequence(xs, h0, kernel_rec, rec_bias=None, reset_after=True):
+def gru_sequence(xs, h0, kernel_rec, rec_bias=None, reset_after=True,
+                 jit_compile=False):
     """GRU (tanh / sigmoid) over time; returns ``(hs, h_T)``.
 
     ``rec_bias`` ``(3U,)`` is the recurrent bias row (``reset_after=True`` only).
     """
     if not reset_after:
-        return _gru_reset_before(xs, h0, kernel_rec)
+        return _gru_reset_before(xs, h0, kernel_rec, jit_compile)
     units = h0.shape[-1]
     if rec_bias is None:
         rec_bias = tf.zeros((3 * units,), xs.dtype)
@@ -209,38 +230,43 @@ def gru_sequence(xs, h0, kernel_rec, rec_bias=None, reset_after=True):
 
     @tf.custom_gradient
     def run(xs, h0, kernel_rec, rec_bias):
-        (h_last,), (hs, inners) = _loop(step, [xs], (h0,), 2)  # (T, B, ·)
+        (h_last,), (hs, inners) = _loop(step, [xs], (h0,), 2,  # (T, B, ·)
+                                         jit_compile=jit_compile)
 
         def grad(d_hs, d_hT):
             d_hs = _with_final(d_hs, d_hT, hs)
-            # Per-step factors for the whole sequence at once, (T, B, ·).
-            h_prev = _shift(h0, hs)
-            z, r, hh = gates(xs, inners)
-            d_zh = tf.concat([(h_prev - hh) * z * (1.0 - z), (1.0 - z) * (1.0 - hh * hh)], 2)
-            d_r = inners[..., 2 * units :] * r * (1.0 - r)  # d_r_pre = d_hh_pre * this
-            r_scale = tf.concat([tf.ones_like(d_zh), r], 2)  # d_inner = d_x * r_scale
+            # Per-step factors for the whole sequence at once: with d_h the total
+            # gradient of h_t, the pre-activations' gradients are d_x = [d_h]*3 · fac_x
+            # and the recurrent term's d_inner = [d_h]*3 · fac_inner (z, r, hh blocks),
+            # so the backward loop carries d_h alone and stacks only it.
+            h_prev = _shift(h0, hs)  # (T, B, U)
+            z, r, hh = gates(xs, inners)  # (T, B, U) each
+            d_z = (h_prev - hh) * z * (1.0 - z)  # d_z_pre / d_h
+            d_hh = (1.0 - z) * (1.0 - hh * hh)  # d_hh_pre / d_h
+            d_r = d_hh * inners[..., 2 * units :] * r * (1.0 - r)  # d_r_pre / d_h
+            fac_x = tf.concat([d_z, d_r, d_hh], 2)  # (T, B, 3U)
+            fac_inner = tf.concat([d_z, d_r, d_hh * r], 2)  # (T, B, 3U)
             kernel_t = tf.transpose(kernel_rec)  # (3U, U)
 
             def back(carry, elems):
-                d_out, fac_zh, fac_r, scale, z_t = elems
-                d_h = d_out + carry[0]
-                d_zh = tf.concat([d_h, d_h], 1) * fac_zh  # (B, 2U): z_pre, hh_pre
-                d_hh = d_zh[:, units:]
-                d_x = tf.concat([d_zh[:, :units], d_hh * fac_r, d_hh], 1)  # (B, 3U)
-                return (d_h * z_t + tf.matmul(d_x * scale, kernel_t),), (d_x,)
+                d_out, fac, z_t = elems  # (B, U), (B, 3U), (B, U)
+                d_h = d_out + carry[0]  # (B, U)
+                d_inner = tf.tile(d_h, [1, 3]) * fac  # (B, 3U)
+                return (d_h * z_t + tf.matmul(d_inner, kernel_t),), (d_h,)
 
-            elems = [d_hs, d_zh, d_r, r_scale, z]
-            (d_h0,), (d_x,) = _loop(back, elems, (tf.zeros_like(h0),), 1, True)
-            d_inner = d_x * r_scale
-            d_bias = tf.reduce_sum(d_inner, axis=[0, 1])
-            return d_x, d_h0, _flat_matmul_t(h_prev, d_inner), d_bias
+            elems = [d_hs, fac_inner, z]
+            (d_h0,), (d_h,) = _loop(back, elems, (tf.zeros_like(h0),), 1, True, jit_compile)
+            d_h3 = tf.tile(d_h, [1, 1, 3])  # (T, B, 3U)
+            d_inner = d_h3 * fac_inner  # (T, B, 3U)
+            d_bias = tf.reduce_sum(d_inner, axis=[0, 1])  # (3U,)
+            return d_h3 * fac_x, d_h0, _flat_matmul_t(h_prev, d_inner), d_bias
 
         return (hs, h_last), grad
 
     return run(xs, h0, kernel_rec, rec_bias)
 
 
-def _gru_reset_before(xs, h0, kernel_rec):
+def _gru_reset_before(xs, h0, kernel_rec, jit_compile):
     """GRU with the reset gate applied before the recurrent matmul (no recurrent bias)."""
     units = h0.shape[-1]
     k_zr, k_h = kernel_rec[:, : 2 * units], kernel_rec[:, 2 * units :]
@@ -255,7 +281,7 @@ def _gru_reset_before(xs, h0, kernel_rec):
 
     @tf.custom_gradient
     def run(xs, h0, kernel_rec):
-        (h_last,), (hs, saved) = _loop(step, [xs], (h0,), 2)
+        (h_last,), (hs, saved) = _loop(step, [xs], (h0,), 2, jit_compile=jit_compile)
         k_zr_t, k_h_t = tf.transpose(k_zr), tf.transpose(k_h)
 
         def grad(d_hs, d_hT):
@@ -275,7 +301,7 @@ def _gru_reset_before(xs, h0, kernel_rec):
                 return (d_hp,), (tf.concat([d_zr, d_hh], 1),)
 
             elems = [d_hs, h_prev, saved]
-            (d_h0,), (d_x,) = _loop(back, elems, (tf.zeros_like(h0),), 1, True)
+            (d_h0,), (d_x,) = _loop(back, elems, (tf.zeros_like(h0),), 1, True, jit_compile)
             r = saved[:, :, units : 2 * units]
             d_kernel = tf.concat(
                 [
@@ -291,7 +317,8 @@ def _gru_reset_before(xs, h0, kernel_rec):
     return run(xs, h0, kernel_rec)
 
 
-def lstmp_sequence(xs, h0, c0, kernel_rec, kernel_proj, cifg=False):
+def lstmp_sequence(xs, h0, c0, kernel_rec, kernel_proj, cifg=False,
+                   jit_compile=False):
     """LSTM with a projection layer (LSTMP; tanh / sigmoid) over time.
 
     ``h_t = (o_t ⊙ tanh(c_t)) @ P`` with ``P`` ``(U, P)``; ``h`` is ``(B, P)`` and
@@ -317,7 +344,8 @@ def lstmp_sequence(xs, h0, c0, kernel_rec, kernel_proj, cifg=False):
 
     @tf.custom_gradient
     def run(xs, h0, c0, kernel_rec, kernel_proj):
-        (h_last, c_last), (hs, cs, zs) = _loop(step, [xs], (h0, c0), 3)  # (T, B, ·)
+        (h_last, c_last), (hs, cs, zs) = _loop(step, [xs], (h0, c0), 3,  # (T, B, ·)
+                                                jit_compile=jit_compile)
 
         def grad(d_hs, d_hT, d_cT):
             d_hs = _with_final(d_hs, d_hT, hs)  # (T, B, P)
@@ -338,7 +366,7 @@ def lstmp_sequence(xs, h0, c0, kernel_rec, kernel_proj, cifg=False):
 
             init = (tf.zeros_like(h0), _zeros_if_none(d_cT, c0))
             elems = [d_hs, d_c_from_m, factors, f]
-            (d_h0, d_c0), (d_z, d_h) = _loop(back, elems, init, 2, True)
+            (d_h0, d_c0), (d_z, d_h) = _loop(back, elems, init, 2, True, jit_compile)
             d_rec = _flat_matmul_t(_shift(h0, hs), d_z)  # (P, G·U)
             d_proj = _flat_matmul_t(o * tc, d_h)  # (U, P)
             return d_z, d_h0, d_c0, d_rec, d_proj

@@ -182,8 +182,8 @@ class GRUCell(BaseCell):
         names = activation_name(self.activation), activation_name(self.recurrent_activation)
         return names == ("tanh", "sigmoid") and fused_kernel("gru_sequence") is not None
 
-    def fused_sequence(self, xs, states, params):
-        hs, h = fused_kernel("gru_sequence")(
+    def fused_sequence(self, xs, states, params, training=False):
+        hs, h = fused_kernel("gru_sequence", training)(
             xs,
             states[0],
             params["recurrent_kernel"],

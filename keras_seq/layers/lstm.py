@@ -189,8 +189,8 @@ class LSTMCell(BaseCell):
 
     fused_kernel_name = "lstm_sequence"  # LSTMPCell: "lstmp_sequence"
 
-    def fused_sequence(self, xs, states, params):
-        hs, h, c = fused_kernel("lstm_sequence")(
+    def fused_sequence(self, xs, states, params, training=False):
+        hs, h, c = fused_kernel("lstm_sequence", training)(
             xs, states[0], states[1], params["recurrent_kernel"], self.coupled_input_forget
         )
         return hs, [h, c]

@@ -142,9 +142,9 @@ class LSTMPCell(LSTMCell):
 
     fused_kernel_name = "lstmp_sequence"
 
-    def fused_sequence(self, xs, states, params):
+    def fused_sequence(self, xs, states, params, training=False):
         # xs (T, B, G·U); states [h (B, P), c (B, U)] -> hs (T, B, P)
-        hs, h, c = fused_kernel("lstmp_sequence")(
+        hs, h, c = fused_kernel("lstmp_sequence", training)(
             xs,
             states[0],
             states[1],

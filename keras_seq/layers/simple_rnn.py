@@ -96,9 +96,9 @@ class SimpleRNNCell(BaseCell):
         return (activation_name(self.activation) in ("tanh", "relu")
                 and fused_kernel("simple_rnn_sequence") is not None)
 
-    def fused_sequence(self, xs, states, params):
+    def fused_sequence(self, xs, states, params, training=False):
         relu = activation_name(self.activation) == "relu"
-        run = fused_kernel("simple_rnn_sequence")
+        run = fused_kernel("simple_rnn_sequence", training)
         hs, h = run(xs, states[0], params["recurrent_kernel"], relu=relu)
         return hs, [h]
 
