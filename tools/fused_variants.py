@@ -1,0 +1,136 @@
+"""TensorFlow's fused kernels with and without XLA, against Keras's built-in layer.
+
+The measurement behind ``_fused.XLA_WHEN_TRAINING`` (docs/backends-and-gpu.md, "What each
+lever gave"): one train step of the recurrent layer alone (loss = a function of its
+outputs, SGD), B x T x D inputs, for each variant of keras-seq's fused kernel:
+
+- ``plain``: the loops as TensorFlow ops;
+- ``loops``: each ``tf.while_loop`` (forward and backward) compiled by XLA;
+- ``whole``: the whole kernel (loops, the code around them and its gradient) compiled;
+
+and for ``keras.layers.LSTM``/``GRU``. Rounds alternate the variants; each prints its
+median time per step, its ratio against the built-in's median and its range.
+
+    python -m tools.fused_variants --cell lstm          # ~1 min on 2 cores
+    python -m tools.fused_variants --cell gru --rounds 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import platform
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_seq.layers import GRU, LSTM, _fused
+from keras_seq.layers import gru as gru_module
+from keras_seq.layers import lstm as lstm_module
+from keras_seq.machine import cpu_name
+
+VARIANTS = ("plain", "loops", "whole")
+KERNELS = {"lstm": "lstm_sequence", "gru": "gru_sequence"}
+
+
+def variant_kernel(variant: str, name: str):
+    """A ``fused_kernel(name, training)`` stand-in that gives ``variant`` of ``name``."""
+    kernel = getattr(_fused, name)
+
+    def lookup(asked, training=False):
+        assert asked == name, (asked, name)
+        if variant == "loops":
+            return functools.partial(kernel, jit_compile=bool(training))
+        if variant == "whole" and training:
+            return tf.function(kernel, jit_compile=True, autograph=False)
+        return kernel
+
+    return lookup
+
+
+def train_step(layer, x):
+    """A compiled SGD step of ``layer`` alone on ``x`` (B, T, D)."""
+    optimizer = keras.optimizers.SGD(0.01)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            y = layer(x, training=True)  # (B, T, U)
+            loss = tf.reduce_mean(y * tf.cos(y))
+        grads = tape.gradient(loss, layer.trainable_variables)
+        optimizer.apply_gradients(zip(grads, layer.trainable_variables))
+        return loss
+
+    return step
+
+
+def build_steps(cell: str, x, units: int) -> dict:
+    """``{variant: step}`` for keras-seq's variants and ``"keras"``, each warmed up."""
+    module = lstm_module if cell == "lstm" else gru_module
+    ours, theirs = (LSTM, keras.layers.LSTM) if cell == "lstm" else (GRU, keras.layers.GRU)
+    steps = {}
+    for variant in (*VARIANTS, "keras"):
+        layer = (theirs if variant == "keras" else ours)(units, return_sequences=True)
+        layer.build(tuple(x.shape))
+        step = train_step(layer, x)
+        original = module.fused_kernel
+        if variant != "keras":
+            module.fused_kernel = variant_kernel(variant, KERNELS[cell])
+        try:
+            for _ in range(3):  # the first call traces with the variant in place
+                step()
+        finally:
+            module.fused_kernel = original
+        steps[variant] = step
+    return steps
+
+
+def measure(steps: dict, rounds: int, per_round: int) -> dict:
+    """Seconds per step, one list per variant, the variants alternated each round."""
+    times = {variant: [] for variant in steps}
+    for _ in range(rounds):
+        for variant, step in steps.items():
+            start = time.perf_counter()
+            for _ in range(per_round):
+                step()
+            times[variant].append((time.perf_counter() - start) / per_round)
+    return times
+
+
+def report(cell: str, times: dict) -> list[str]:
+    """One line per variant: median ms, ratio against the built-in, range."""
+    keras_median = float(np.median(times["keras"]))
+    lines = []
+    for variant, seconds in times.items():
+        median = float(np.median(seconds))
+        lines.append(f"{cell} {variant:6s} {median * 1e3:7.2f} ms/step  "
+                     f"{keras_median / median:.2f}x the built-in  "
+                     f"range {min(seconds) * 1e3:.2f}-{max(seconds) * 1e3:.2f} ms")
+    return lines
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cell", choices=sorted(KERNELS), default="lstm")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--seq-len", type=int, default=35)
+    parser.add_argument("--input-dim", type=int, default=128)
+    parser.add_argument("--units", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=6, help="alternated rounds")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per round")
+    args = parser.parse_args(argv)
+    shape = (args.batch, args.seq_len, args.input_dim)
+    x = tf.constant(np.random.default_rng(0).normal(size=shape).astype("float32"))
+    print(f"{cpu_name()} ({os.cpu_count()} cores), load {os.getloadavg()[0]:.2f} at the "
+          f"start; TensorFlow {tf.__version__}, Python {platform.python_version()}; "
+          f"B, T, D, U = {shape + (args.units,)}")
+    times = measure(build_steps(args.cell, x, args.units), args.rounds, args.steps)
+    print("\n".join(report(args.cell, times)))
+    print(f"load {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()
