@@ -132,7 +132,8 @@ def speed_row(times_ours, times_builtin, tokens):
     for impl, runs in (("keras_seq", times_ours), ("builtin", times_builtin)):
         row[f"{impl}_tokens_per_s"] = tokens / min(runs)
         row[f"{impl}_median_tokens_per_s"] = tokens / _median(runs)
-        row[f"{impl}_seconds"] = [round(t, 4) for t in runs]
+        # 4 significant digits, not 4 decimals: a quick run of ~1 ms must keep its ratio.
+        row[f"{impl}_seconds"] = [float(f"{t:.4g}") for t in runs]
     # Runs are interleaved, so each run's pair of times saw the same load.
     paired = [b / k for k, b in zip(times_ours, times_builtin)]
     row["ratio"] = _median(paired)
