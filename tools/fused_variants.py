@@ -11,6 +11,12 @@ outputs, SGD), B x T x D inputs, for each variant of keras-seq's fused kernel:
 and for ``keras.layers.LSTM``/``GRU``. Rounds alternate the variants; each prints its
 median time per step, its ratio against the built-in's median and its range.
 
+Last, the floor: the step's matmuls alone (the input projection and its kernel's gradient,
+the recurrent matmul forward and back at every step, the recurrent kernel's gradient) at
+the rates this CPU reaches on the same shapes (a chain of ``(B, U) @ (U, G·U)`` in a
+``tf.while_loop``; one ``(T·B, U)ᵀ @ (T·B, G·U)``), and the largest ratio against the
+built-in that a step with no other cost would reach.
+
     python -m tools.fused_variants --cell lstm          # ~1 min on 2 cores
     python -m tools.fused_variants --cell gru --rounds 8
 """
@@ -112,6 +118,47 @@ def report(cell: str, times: dict) -> list[str]:
     return lines
 
 
+def seconds_per_call(fn, *args, calls: int = 10) -> float:
+    """Median wall seconds of ``fn(*args)`` over 5 rounds of ``calls`` calls (one warm-up)."""
+    fn(*args)
+    rounds = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        rounds.append((time.perf_counter() - start) / calls)
+    return float(np.median(rounds))
+
+
+def matmul_floor(cell: str, batch: int, steps: int, input_dim: int, units: int) -> dict:
+    """The step's matmul FLOPs and their time at the rates measured here (see the module
+    docstring); ``floor_s`` is the sum of both kinds' times."""
+    width = (4 if cell == "lstm" else 3) * units  # G·U
+    rows = batch * steps  # T·B
+    kernel = tf.random.normal((units, width))
+    chain_length = 100
+
+    @tf.function(autograph=False)
+    def chain(h):  # (B, U) -> (B, U), chain_length dependent matmuls
+        def body(i, h):
+            return i + 1, tf.matmul(h, kernel)[:, :units]  # (B, G·U) -> (B, U)
+
+        return tf.while_loop(lambda i, _: i < chain_length, body, (0, h))[1]
+
+    @tf.function(autograph=False)
+    def large(a, b):  # (T·B, U)ᵀ @ (T·B, G·U) -> (U, G·U)
+        return tf.matmul(a, b, transpose_a=True)
+
+    small_rate = 2 * batch * units * width * chain_length / seconds_per_call(
+        chain, tf.random.normal((batch, units)))
+    large_rate = 2 * rows * units * width / seconds_per_call(
+        large, tf.random.normal((rows, units)), tf.random.normal((rows, width)))
+    recurrent_flops = 2 * steps * (2 * batch * units * width)  # forward and back, per step
+    large_flops = 2 * (2 * rows * input_dim * width) + 2 * rows * units * width
+    return {"small_gflops": small_rate / 1e9, "large_gflops": large_rate / 1e9,
+            "floor_s": recurrent_flops / small_rate + large_flops / large_rate}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cell", choices=sorted(KERNELS), default="lstm")
@@ -129,6 +176,12 @@ def main(argv=None) -> None:
           f"B, T, D, U = {shape + (args.units,)}")
     times = measure(build_steps(args.cell, x, args.units), args.rounds, args.steps)
     print("\n".join(report(args.cell, times)))
+    floor = matmul_floor(args.cell, args.batch, args.seq_len, args.input_dim, args.units)
+    keras_median = float(np.median(times["keras"]))
+    print(f"{args.cell} floor  {floor['floor_s'] * 1e3:7.2f} ms/step  "
+          f"{keras_median / floor['floor_s']:.2f}x the built-in  (the matmuls alone: "
+          f"{floor['small_gflops']:.0f} GFLOP/s per step's matmul, "
+          f"{floor['large_gflops']:.0f} GFLOP/s for the whole-sequence ones)")
     print(f"load {os.getloadavg()[0]:.2f} at the end")
 
 

@@ -24,8 +24,8 @@ import tensorflow as tf
 
 #: The kernels whose loops a training call compiles with XLA (``jit_compile=True``): only
 #: where it measured faster on a CPU (``python -m tools.fused_variants --cell lstm|gru``,
-#: 2-core AMD EPYC): the LSTM's train step 1.47x -> 1.74x Keras's; the GRU's 1.11x either
-#: way (its step is mostly the recurrent matmul), so it keeps plain ops.
+#: 2-core AMD EPYC): the LSTM's train step 1.47x -> 1.75x Keras's; the GRU's 1.07x either
+#: way (its step is mostly matmuls), so it keeps plain ops.
 #: docs/backends-and-gpu.md, "What each lever gave".
 XLA_WHEN_TRAINING = ("lstm_sequence",)
 
