@@ -80,12 +80,16 @@ def _xla_functions(fn):
     return [f.signature.name for f in library.function if f.attr["_XlaMustCompile"].b]
 
 
-@pytest.mark.parametrize("make, compiled", [(lambda: LSTM(5, return_sequences=True), True),
-                                            (lambda: GRU(5, return_sequences=True), False)])
-def test_training_compiles_the_lstm_loops_with_xla_and_inference_does_not(make, compiled):
-    """A training call runs TensorFlow's fused LSTM loops as XLA programs (faster on a
-    CPU); inference, which export and serving trace, carries no XLA-only function; both
-    give the same outputs and gradients."""
+@pytest.mark.parametrize("make, compiled", [
+    (lambda: LSTM(5, return_sequences=True), True),
+    (lambda: GRU(5, return_sequences=True), True),
+    (lambda: GRU(5, return_sequences=True, reset_after=False), True),
+    (lambda: SimpleRNN(5, return_sequences=True), False),
+])
+def test_training_compiles_the_fused_loops_with_xla_and_inference_does_not(make, compiled):
+    """A training call runs TensorFlow's fused LSTM and GRU loops as XLA programs (faster
+    on a CPU); inference, which export and serving trace, carries no XLA-only function;
+    both give the same outputs and gradients."""
     layer = make()
     layer(X)
 

@@ -24,10 +24,10 @@ import tensorflow as tf
 
 #: The kernels whose loops a training call compiles with XLA (``jit_compile=True``): only
 #: where it measured faster on a CPU (``python -m tools.fused_variants --cell lstm|gru``,
-#: 2-core AMD EPYC): the LSTM's train step 1.47x -> 1.75x Keras's; the GRU's 1.07x either
-#: way (its step is mostly matmuls), so it keeps plain ops.
-#: docs/backends-and-gpu.md, "What each lever gave".
-XLA_WHEN_TRAINING = ("lstm_sequence",)
+#: 2-core AMD EPYC): the LSTM's train step 1.47x -> 1.75x Keras's; the GRU's 1.03x ->
+#: 1.33x, once its forward loop stacks the gates (below). docs/backends-and-gpu.md, "What
+#: each lever gave".
+XLA_WHEN_TRAINING = ("lstm_sequence", "gru_sequence")
 
 
 def _zeros_if_none(grad, like):
@@ -225,14 +225,16 @@ def gru_sequence(xs, h0, kernel_rec, rec_bias=None, reset_after=True,
     def step(carry, elems):
         h = carry[0]
         inner = tf.matmul(h, kernel_rec) + rec_bias  # (B, 3U)
-        z, _, hh = gates(elems[0], inner)
+        z, r, hh = gates(elems[0], inner)
         h = hh + z * (h - hh)  # = z·h_prev + (1 - z)·hh
-        return (h,), (h, inner)
+        # The gates stacked for the backward pass: under XLA this also splits the step's
+        # one large elementwise fusion (slow on XLA:CPU) into small ones: 1.07x -> 1.33x.
+        return (h,), (h, z, r, hh, inner[:, 2 * units :])
 
     @tf.custom_gradient
     def run(xs, h0, kernel_rec, rec_bias):
-        (h_last,), (hs, inners) = _loop(step, [xs], (h0,), 2,  # (T, B, ·)
-                                         jit_compile=jit_compile)
+        (h_last,), (hs, z, r, hh, inner_h) = _loop(step, [xs], (h0,), 5,  # (T, B, U) each
+                                                   jit_compile=jit_compile)
 
         def grad(d_hs, d_hT):
             d_hs = _with_final(d_hs, d_hT, hs)
@@ -241,10 +243,9 @@ def gru_sequence(xs, h0, kernel_rec, rec_bias=None, reset_after=True,
             # and the recurrent term's d_inner = [d_h]*3 · fac_inner (z, r, hh blocks),
             # so the backward loop carries d_h alone and stacks only it.
             h_prev = _shift(h0, hs)  # (T, B, U)
-            z, r, hh = gates(xs, inners)  # (T, B, U) each
             d_z = (h_prev - hh) * z * (1.0 - z)  # d_z_pre / d_h
             d_hh = (1.0 - z) * (1.0 - hh * hh)  # d_hh_pre / d_h
-            d_r = d_hh * inners[..., 2 * units :] * r * (1.0 - r)  # d_r_pre / d_h
+            d_r = d_hh * inner_h * r * (1.0 - r)  # d_r_pre / d_h
             fac_x = tf.concat([d_z, d_r, d_hh], 2)  # (T, B, 3U)
             fac_inner = tf.concat([d_z, d_r, d_hh * r], 2)  # (T, B, 3U)
             kernel_t = tf.transpose(kernel_rec)  # (3U, U)
