@@ -69,7 +69,7 @@ def fused_kernel(name: str, training: bool = False):
     The module is imported by name, only when a layer first asks: each one imports its
     own backend (TensorFlow, JAX or PyTorch). A training call gets the kernels the
     module lists in ``XLA_WHEN_TRAINING`` with their loops compiled by XLA
-    (``jit_compile=True``; TensorFlow's LSTM, measured faster on a CPU); inference keeps
+    (``jit_compile=True``; TensorFlow's LSTM and GRU, measured faster on a CPU); inference keeps
     plain ops, so that SavedModel, TFLite and TF-Serving graphs carry no XLA-only
     function.
     """

@@ -208,7 +208,10 @@ def gru_sequence(xs, h0, kernel_rec, rec_bias=None, reset_after=True,
                  jit_compile=False):
     """GRU (tanh / sigmoid) over time; returns ``(hs, h_T)``.
 
-    ``rec_bias`` ``(3U,)`` is the recurrent bias row (``reset_after=True`` only).
+    ``rec_bias`` ``(3U,)`` is the recurrent bias row (``reset_after=True`` only). The
+    forward loop stacks ``h`` and the gates ``z``, ``r``, ``hh`` with the recurrent
+    candidate term; the backward loop carries ``d_h`` alone, every other factor computed
+    for the whole sequence from what was stacked.
     """
     if not reset_after:
         return _gru_reset_before(xs, h0, kernel_rec, jit_compile)
