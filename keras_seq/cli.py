@@ -82,6 +82,13 @@ class Parser(argparse.ArgumentParser):
         return namespace
 
 
+#: The order ``keras-seq --help`` lists the commands in: a newcomer's path (the main job,
+#: data, models, use, ship), then the measurements. A command missing here goes last.
+HELP_ORDER = ("pipeline", "data", "ngram", "train", "eval", "generate", "translate",
+              "predict", "compare", "export", "serve", "demo", "bench", "report", "memory",
+              "gradients")
+
+
 def build_parser() -> argparse.ArgumentParser:
     # lazy: keeps `keras-seq --help` fast
     from keras_seq.commands._common import check_flags
@@ -102,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=lambda args: bench.print_help() or 2)
     for name, module in _command_modules():
         module.register(bench_sub if name.startswith("bench_") else subparsers)
+    # argparse lists sub-commands in the order they were added (its _choices_actions)
+    subparsers._choices_actions.sort(
+        key=lambda action: HELP_ORDER.index(action.dest) if action.dest in HELP_ORDER
+        else len(HELP_ORDER))
     return check_flags(parser)
 
 

@@ -1,8 +1,9 @@
 import json
+import re
 
 import pytest
 
-from keras_seq.cli import main
+from keras_seq.cli import HELP_ORDER, main
 
 
 def test_help(capsys):
@@ -11,6 +12,14 @@ def test_help(capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "data" in out and "bench" in out
+
+
+def test_help_lists_every_command_once_in_a_newcomers_order(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = re.findall(r"^    (\w+) ", capsys.readouterr().out, re.M)
+    assert sorted(listed) == sorted(HELP_ORDER), "a command is missing from HELP_ORDER"
+    assert listed == list(HELP_ORDER)
 
 
 @pytest.mark.parametrize("tokenizer", ["char", "word", "subword"])
