@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import platform
 import time
 
@@ -36,7 +35,7 @@ import tensorflow as tf
 from keras_seq.layers import GRU, LSTM, _fused
 from keras_seq.layers import gru as gru_module
 from keras_seq.layers import lstm as lstm_module
-from keras_seq.machine import cpu_name
+from keras_seq.machine import describe, load_1min
 
 VARIANTS = ("plain", "loops", "whole")
 KERNELS = {"lstm": "lstm_sequence", "gru": "gru_sequence"}
@@ -171,7 +170,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     shape = (args.batch, args.seq_len, args.input_dim)
     x = tf.constant(np.random.default_rng(0).normal(size=shape).astype("float32"))
-    print(f"{cpu_name()} ({os.cpu_count()} cores), load {os.getloadavg()[0]:.2f} at the "
+    machine = describe()
+    print(f"{machine['cpu']} ({machine['cores']} cores), load {machine['load_1min']} at the "
           f"start; TensorFlow {tf.__version__}, Python {platform.python_version()}; "
           f"B, T, D, U = {shape + (args.units,)}")
     times = measure(build_steps(args.cell, x, args.units), args.rounds, args.steps)
@@ -182,7 +182,7 @@ def main(argv=None) -> None:
           f"{keras_median / floor['floor_s']:.2f}x the built-in  (the matmuls alone: "
           f"{floor['small_gflops']:.0f} GFLOP/s per step's matmul, "
           f"{floor['large_gflops']:.0f} GFLOP/s for the whole-sequence ones)")
-    print(f"load {os.getloadavg()[0]:.2f} at the end")
+    print(f"load {load_1min()} at the end")
 
 
 if __name__ == "__main__":
