@@ -89,11 +89,16 @@ class PreparedTokenized(TokenizedCorpus):
 
         vocab, seen, order = self.tokenizer.vocab, np.zeros(self.tokenizer.vocab_size, bool), []
         seen[self.tokenizer.eos_id] = True
+        none = np.iinfo(np.int64).max
         for block in read_chunks(self.corpus.split("train")):
-            ids, first = np.unique(block, return_index=True)
-            new = ~seen[ids]
-            order += ids[new][np.argsort(first[new], kind="stable")].tolist()
-            seen[ids] = True
+            unseen = block[~seen[block]]  # few once the vocabulary fills up
+            if not unseen.size:
+                continue
+            first = np.full(seen.size, none)  # where each word first appears in `unseen`
+            np.minimum.at(first, unseen, np.arange(unseen.size))
+            new = np.flatnonzero(first != none)
+            order += new[np.argsort(first[new])].tolist()
+            seen[new] = True
         return Vocabulary([vocab[i] for i in order])
 
     def n_predicted(self, split: str = "train") -> int:
