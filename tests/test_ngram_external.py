@@ -243,3 +243,88 @@ def test_profile_without_a_memory_budget_says_what_to_do(shakespeare_part, tmp_p
     err = capsys.readouterr().err
     assert "--profile times the steps of Kneser-Ney in bounded memory" in err
     assert not (tmp_path / "x.arpa").exists()
+
+
+def test_sort_keys_is_a_stable_argsort_packed_or_not():
+    rng = np.random.default_rng(0)
+    for keys in (rng.integers(0, 50, 10_000),               # packed: many ties
+                 rng.integers(0, 1 << 62, 1_000) | 1,       # too wide to pack: argsort
+                 np.array([7]), np.zeros(0, dtype=np.int64)):
+        sk, o = external.sort_keys(keys)
+        want = np.argsort(keys, kind="stable")
+        assert o.tolist() == want.tolist()
+        assert sk.tolist() == keys[want].tolist()
+
+
+def _random_runs(tmp_path, rng, k=7):
+    """k sorted runs of (key, count, aux) with keys shared across runs; one run empty."""
+    runs = []
+    for r in range(k):
+        keys = np.unique(rng.integers(0, 3_000, 0 if r == 3 else rng.integers(1, 900)))
+        rows = np.stack([keys, rng.integers(1, 5, keys.size), keys * 2 + 1], axis=1)
+        path = str(tmp_path / f"run{r}.bin")
+        rows.astype(np.int64).tofile(path)
+        runs.append((path, len(rows), None, 0, 0))
+    return runs
+
+
+def _merged(d, runs, kernel, threads):
+    out, size, ranks = external._merge_runs(d, 3, runs, 1 << 20, True, kernel=kernel,
+                                            threads=threads)
+    tables = {c: np.fromfile(p, dtype=np.int64).tolist() for c, p in out.items()}
+    maps = [np.concatenate([np.fromfile(p, dtype=np.int64) + base for p, base in parts] or
+                           [np.zeros(0, np.int64)]).tolist() for parts in ranks]
+    return size, tables, maps
+
+
+@pytest.mark.skipif(arpa_lines.NGRAM_C is None,
+                    reason="the C kernel was not built (no compiler at install)")
+def test_the_c_merge_in_key_ranges_writes_what_the_numpy_merge_writes(tmp_path, monkeypatch):
+    rng = np.random.default_rng(1)
+    runs = _random_runs(tmp_path, rng)
+    d = external._Dir(str(tmp_path))
+    want = _merged(d, runs, "numpy", 1)
+    monkeypatch.setattr(external, "PARALLEL_MERGE_MIN_ROWS", 0)
+    for threads in (1, 2, 3):
+        assert _merged(d, runs, "c", threads) == want
+    size, tables, maps = want
+    all_keys = np.concatenate([np.fromfile(p, dtype=np.int64).reshape(-1, 3)[:, 0]
+                               for p, *_ in runs])
+    assert tables["keys"] == np.unique(all_keys).tolist() and size == len(tables["keys"])
+    assert len(external._key_ranges(runs, 3)) == 3  # really cut in three
+
+
+@pytest.mark.skipif(arpa_lines.NGRAM_C is None,
+                    reason="the C kernel was not built (no compiler at install)")
+def test_a_short_run_is_an_error_from_the_c_merge(tmp_path):
+    rng = np.random.default_rng(2)
+    runs = _random_runs(tmp_path, rng, k=2)
+    path, rows, *rest = runs[0]
+    runs[0] = (path, rows + 5, *rest)  # says more rows than the file holds
+    with pytest.raises(OSError, match="shorter than its row count"):
+        external._merge_runs(external._Dir(str(tmp_path)), 2, runs, 1 << 20, False,
+                             kernel="c")
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "c"])
+def test_counting_threads_and_merge_kernels_give_the_same_arpa(shakespeare_part, monkeypatch,
+                                                               kernel):
+    """Counting blocks in 3 threads and merging in 3 key ranges (many ranges' rank maps
+    read back by the next order) give the in-memory ARPA file."""
+    if kernel == "c" and arpa_lines.NGRAM_C is None:
+        pytest.skip("the C kernel was not built (no compiler at install)")
+    monkeypatch.setattr(external, "MERGE_KERNEL", kernel)
+    monkeypatch.setattr(external, "PARALLEL_MERGE_MIN_ROWS", 0)
+    monkeypatch.setattr(external, "PARALLEL_MIN_ROWS", 1 << 40)  # ARPA text in-process
+    data = load_tokenized(shakespeare_part)
+    vocab = Vocabulary.from_lines(data.train)
+    ref = io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        write_arpa(kneser_ney(NgramCounts.from_stream(vocab.encode(data.train), 4,
+                                                      len(vocab)), vocab), ref)
+    got = io.StringIO()
+    info = train_kn_bounded(id_chunks_from_lines(data.train, vocab), vocab, 4, TINY, got,
+                            workers=3)
+    assert got.getvalue() == ref.getvalue()
+    assert min(info.n_runs[1:]) >= 5

@@ -69,9 +69,10 @@ def register(subparsers) -> None:
                    help="where --memory spills its sorted runs (default: the system's "
                         "temporary directory; removed afterwards)")
     p.add_argument("--workers", type=number(int, AT_LEAST_1), default=None, metavar="N",
-                   help="processes that format the ARPA text with --memory (about half the "
-                        "run; default: one per core, at most 8 and one per 128M of --memory; "
-                        "1: in this process). The file is the same byte for byte")
+                   help="with --memory: threads that count and merge, and processes that "
+                        "format the ARPA text (default: one per core, at most 8 and one per "
+                        "128M of --memory; 1: all in this thread). The file is the same byte "
+                        "for byte")
     p.add_argument("--profile", default=None, metavar="FILE.json",
                    help="with --memory: write the wall seconds of each step (reading the "
                         "data, tokens, count, merge, discounts, probabilities, arpa) to this "

@@ -1,7 +1,9 @@
 /* The compiled kernel of bounded Kneser-Ney estimation: ARPA lines as bytes, the twin of
  * the numpy reference arpa_lines._numpy_lines, which stays in the package (tests compare
- * the two). A radix argsort was tried here too and dropped: numpy's own argsort of int64
- * keys (SIMD quicksort) was faster on the counting blocks.
+ * the two). Its second kernel, merge, is counting's k-way merge of sorted runs, the twin of
+ * external._merge_runs_numpy (described where it is defined below). A radix argsort was
+ * tried here too and dropped: numpy's own sort of int64 keys (SIMD) was faster on the
+ * counting blocks.
  *
  * lines(words, offsets, lengths, cols, n, log10_prob, log10_backoff_or_None) -> bytes
  *
@@ -163,10 +165,212 @@ static PyObject *g7(PyObject *self, PyObject *arg) {
     return PyUnicode_FromStringAndSize(buf, k);
 }
 
+/* ------------------------------------------------------------------ k-way merge of runs
+ *
+ * merge(run_paths, run_starts, run_rows, keys_path, counts_path, aux_path,
+ *       rank_paths_or_None, buffer_rows) -> unique rows
+ *
+ * The twin of external._merge_runs_numpy. Each run is a file of sorted (key, count, aux)
+ * int64 rows with no key twice, of which rows run_starts[r] .. + run_rows[r] are merged.
+ * The merged order goes to three int64 files: every key once, ascending; its counts summed
+ * over the runs; the aux of its first run. With rank_paths, rank_paths[r] gets, for every
+ * merged row of run r, the row of its key in the merged order. The GIL is released while
+ * it runs, so threads can merge disjoint key ranges of the same runs at once. A binary heap picks the run with the smallest next key (ties: the lower run), so
+ * each row costs O(log k) comparisons; files are read and written through buffers of
+ * buffer_rows rows (runs) and OUT_ROWS values (outputs). */
+
+#define OUT_ROWS 8192
+
+typedef struct {
+    FILE *f;
+    int64_t buf[OUT_ROWS];
+    int n;
+} Out;
+
+static int out_flush(Out *o) {
+    if (o->n && fwrite(o->buf, 8, (size_t)o->n, o->f) != (size_t)o->n) return -1;
+    o->n = 0;
+    return 0;
+}
+
+static int out_put(Out *o, int64_t v) {
+    o->buf[o->n++] = v;
+    return o->n == OUT_ROWS ? out_flush(o) : 0;
+}
+
+typedef struct {
+    FILE *f;
+    int64_t *rows; /* buffer_rows * 3 */
+    Py_ssize_t n, i, left;
+} Run;
+
+static int run_fill(Run *r, Py_ssize_t buffer_rows) {
+    Py_ssize_t m = r->left < buffer_rows ? r->left : buffer_rows;
+    if (m && fread(r->rows, 24, (size_t)m, r->f) != (size_t)m) return -1;
+    r->n = m;
+    r->i = 0;
+    r->left -= m;
+    return 0;
+}
+
+typedef struct { /* a heap entry: a run and its next key, kept here so that comparisons */
+    int64_t key;   /* read the heap's own array, not the runs' buffers */
+    int run;
+} Head;
+
+static inline int head_less(Head a, Head b) {
+    return a.key < b.key || (a.key == b.key && a.run < b.run);
+}
+
+static void heap_down(Head *heap, int size, int at) {
+    Head top = heap[at];
+    for (;;) {
+        int c = 2 * at + 1;
+        if (c >= size) break;
+        if (c + 1 < size && head_less(heap[c + 1], heap[c])) c++;
+        if (!head_less(heap[c], top)) break;
+        heap[at] = heap[c];
+        at = c;
+    }
+    heap[at] = top;
+}
+
+static FILE *open_or_raise(PyObject *path, const char *mode) {
+    FILE *f = fopen(PyBytes_AS_STRING(path), mode);
+    if (!f) PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+    return f;
+}
+
+/* The merge proper, on open files: 0 on success, -1 on a failed read or write. */
+static int merge_files(Run *runs, Out *rank, int k, Out *keys, Out *counts, Out *aux,
+                       Py_ssize_t buffer_rows, int64_t *unique) {
+    Head *heap = malloc(sizeof(Head) * (size_t)(k ? k : 1));
+    int size = 0;
+    if (!heap) return -2;
+    for (int r = 0; r < k; r++) {
+        if (run_fill(&runs[r], buffer_rows) < 0) { free(heap); return -1; }
+        if (runs[r].n) heap[size++] = (Head){runs[r].rows[0], r};
+    }
+    for (int i = size / 2 - 1; i >= 0; i--) heap_down(heap, size, i);
+    int64_t u = -1, key = 0, count = 0, first_aux = 0;
+    int status = 0;
+    while (size && !status) {
+        int at = heap[0].run;
+        Run *r = &runs[at];
+        const int64_t *row = r->rows + 3 * r->i;
+        if (u < 0 || row[0] != key) {
+            if (u >= 0 && (out_put(keys, key) || out_put(counts, count)
+                           || out_put(aux, first_aux))) status = -1;
+            u++;
+            key = row[0];
+            count = 0;
+            first_aux = row[2];
+        }
+        count += row[1];
+        if (rank && out_put(&rank[at], u)) status = -1;
+        if (++r->i == r->n) {
+            if (run_fill(r, buffer_rows) < 0) { status = -1; break; }
+            if (!r->n) {
+                heap[0] = heap[--size];
+                heap_down(heap, size, 0);
+                continue;
+            }
+        }
+        heap[0].key = r->rows[3 * r->i];
+        heap_down(heap, size, 0);
+    }
+    if (!status && u >= 0 && (out_put(keys, key) || out_put(counts, count)
+                              || out_put(aux, first_aux))) status = -1;
+    free(heap);
+    *unique = u + 1;
+    return status;
+}
+
+static PyObject *merge(PyObject *self, PyObject *args) {
+    PyObject *paths, *starts, *row_counts, *rank_paths, *names[3];
+    Py_ssize_t buffer_rows;
+    if (!PyArg_ParseTuple(args, "O!O!O!O&O&O&On", &PyList_Type, &paths, &PyList_Type, &starts,
+                          &PyList_Type, &row_counts, PyUnicode_FSConverter, &names[0],
+                          PyUnicode_FSConverter, &names[1], PyUnicode_FSConverter, &names[2],
+                          &rank_paths, &buffer_rows))
+        return NULL;
+    int k = (int)PyList_GET_SIZE(paths), ok = 0;
+    int64_t unique = 0;
+    Run *runs = calloc((size_t)(k ? k : 1), sizeof(Run));
+    Out *outs = calloc(3, sizeof(Out));
+    Out *rank = rank_paths == Py_None ? NULL : calloc((size_t)(k ? k : 1), sizeof(Out));
+    if (!runs || !outs || (rank_paths != Py_None && !rank)) { PyErr_NoMemory(); goto done; }
+    if (buffer_rows < 1 || PyList_GET_SIZE(row_counts) != k || PyList_GET_SIZE(starts) != k
+        || (rank && (!PyList_Check(rank_paths) || PyList_GET_SIZE(rank_paths) != k))) {
+        PyErr_SetString(PyExc_ValueError, "merge(): expected one start, one row count (and "
+                        "one rank path) per run and buffer_rows >= 1");
+        goto done;
+    }
+    for (int i = 0; i < 3; i++)
+        if (!(outs[i].f = open_or_raise(names[i], "wb"))) goto done;
+    for (int r = 0; r < k; r++) {
+        PyObject *p = NULL;
+        runs[r].left = PyLong_AsSsize_t(PyList_GET_ITEM(row_counts, r));
+        Py_ssize_t start = PyLong_AsSsize_t(PyList_GET_ITEM(starts, r));
+        if (runs[r].left < 0 || start < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "merge(): rows < 0");
+            goto done;
+        }
+        if (!PyUnicode_FSConverter(PyList_GET_ITEM(paths, r), &p)) goto done;
+        runs[r].f = open_or_raise(p, "rb");
+        if (runs[r].f && fseeko(runs[r].f, (off_t)start * 24, SEEK_SET)) {
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, p);
+            fclose(runs[r].f);
+            runs[r].f = NULL;
+        }
+        Py_DECREF(p);
+        if (!runs[r].f) goto done;
+        if (!(runs[r].rows = malloc(24 * (size_t)buffer_rows))) { PyErr_NoMemory(); goto done; }
+        if (rank) {
+            if (!PyUnicode_FSConverter(PyList_GET_ITEM(rank_paths, r), &p)) goto done;
+            rank[r].f = open_or_raise(p, "wb");
+            Py_DECREF(p);
+            if (!rank[r].f) goto done;
+        }
+    }
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = merge_files(runs, rank, k, &outs[0], &outs[1], &outs[2], buffer_rows, &unique);
+    for (int i = 0; i < 3 && !status; i++) status = out_flush(&outs[i]);
+    for (int r = 0; rank && r < k && !status; r++) status = out_flush(&rank[r]);
+    Py_END_ALLOW_THREADS
+    if (status == -2) PyErr_NoMemory();
+    else if (status) PyErr_SetString(PyExc_OSError, "merge(): a run was shorter than its row "
+                                     "count, or a write failed (disk full?)");
+    else ok = 1;
+done:
+    for (int i = 0; i < 3; i++) {
+        if (outs && outs[i].f && fclose(outs[i].f) && ok) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            ok = 0;
+        }
+        Py_DECREF(names[i]);
+    }
+    for (int r = 0; r < k; r++) {
+        if (runs && runs[r].f) fclose(runs[r].f);
+        if (runs) free(runs[r].rows);
+        if (rank && rank[r].f && fclose(rank[r].f) && ok) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            ok = 0;
+        }
+    }
+    free(runs);
+    free(outs);
+    free(rank);
+    return ok ? PyLong_FromLongLong(unique) : NULL;
+}
+
 static PyMethodDef METHODS[] = {
 
     {"lines", lines, METH_VARARGS, "ARPA lines of a block of rows, as bytes (see the file)."},
     {"g7", g7, METH_O, "'%.7g' % v, by the compiled formatter."},
+    {"merge", merge, METH_VARARGS, "k-way merge of sorted (key, count, aux) runs (see the "
+     "file)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_ngram_c",

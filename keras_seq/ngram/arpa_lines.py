@@ -40,6 +40,7 @@ try:  # the compiled writer (setup.py builds it where a C compiler is found). By
 except ImportError:  # no compiler at install time: the numpy code below, the same bytes
     _ngram_c = None
 
+NGRAM_C = _ngram_c  # the compiled kernels' module (lines, merge), or None without one
 KERNELS = ("c", "numpy")
 KERNEL = "c" if _ngram_c is not None else "numpy"  # the one arpa_lines uses by default
 LOG_ZERO = -99.0
