@@ -197,11 +197,14 @@ def test_the_numpy_and_c_arpa_writers_give_the_same_file(shakespeare_part, monke
 
 
 @pytest.mark.parametrize("order", [2, 5])
-def test_worker_processes_write_the_same_bytes(shakespeare_part, monkeypatch, order):
-    """Blocks formatted by 3 processes (many blocks each) give the in-process file."""
+@pytest.mark.parametrize("threads", [True, False], ids=["threads", "processes"])
+def test_worker_processes_write_the_same_bytes(shakespeare_part, monkeypatch, order, threads):
+    """Blocks formatted by 3 threads or processes (many blocks each) give the in-process
+    file."""
     data = load_tokenized(shakespeare_part)
     vocab = Vocabulary.from_lines(data.train)
     monkeypatch.setattr(external, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(external, "ARPA_THREADS", threads)
     texts = {}
     for workers in (1, 3):
         out = io.StringIO()
@@ -219,6 +222,7 @@ def _killed(job):
 def test_a_dead_worker_is_an_error_and_leaves_no_files(tmp_path, monkeypatch):
     vocab = Vocabulary(["a", "b"])
     monkeypatch.setattr(external, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(external, "ARPA_THREADS", False)  # processes, as without the C writer
     monkeypatch.setattr(external, "_worker_block", _killed)
     with pytest.raises(DataError, match="died.*--workers 1"):
         train_kn_bounded([np.array([3, 4, EOS] * 100)], vocab, 2, TINY, io.StringIO(),

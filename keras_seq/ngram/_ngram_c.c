@@ -130,6 +130,7 @@ static PyObject *lines(PyObject *self, PyObject *args) {
     result = PyBytes_FromStringAndSize(NULL, total);
     if (!result) goto done;
     char *p = PyBytes_AS_STRING(result);
+    Py_BEGIN_ALLOW_THREADS /* raw buffers only from here: threads may format other blocks */
     for (Py_ssize_t r = 0; r < rows; r++) {
         p += format_g7(lp[r], p);
         *p++ = '\t';
@@ -146,6 +147,7 @@ static PyObject *lines(PyObject *self, PyObject *args) {
         }
         *p++ = '\n';
     }
+    Py_END_ALLOW_THREADS
     if (_PyBytes_Resize(&result, p - PyBytes_AS_STRING(result)) < 0) result = NULL;
 done:
     PyBuffer_Release(&words);

@@ -70,6 +70,9 @@ MIN_MEMORY = 64 * 1024
 MIN_ROWS = 4096  # blocks never get smaller than this, whatever the budget
 MIN_MERGE_ROWS = 256
 MERGE_KERNEL = KERNEL  # the merge of sorted runs: "c" where compiled, else "numpy"
+# The C ARPA writer releases the GIL while it formats, so threads format the blocks: no
+# process start, no lines sent back through a pipe. Without it (numpy), processes do.
+ARPA_THREADS = NGRAM_C is not None
 PARALLEL_MERGE_MIN_ROWS = 1_000_000  # fewer rows merge in one thread (starting one costs)
 # Below this many n-grams the ARPA text is formatted in this process: starting worker
 # processes (~0.3 s each) would cost more than they save.
@@ -669,8 +672,9 @@ def _train(d, chunks, vocab, N, memory, out, fallback, metadata, progress, worke
     T = tokens.n_tokens
     # Sizes measured: a counting block holds ~150 bytes of temporaries per token, so blocks
     # of memory/512 tokens keep the peak near memory/3 (plus ~100 MB for Python and numpy).
-    # With several threads counting, each block is smaller by as much: the same peak.
-    rows = max(MIN_ROWS, memory // 512 // workers)
+    # With several threads counting, each block is smaller by as much: the same peak; and
+    # a corpus smaller than that is cut in one block per thread, so every thread counts.
+    rows = max(MIN_ROWS, min(memory // 512 // workers, -(-T // workers)))
     part_rows = max(MIN_ROWS, memory // 8 // 8)  # one 8-byte slice of a table: memory/8
     block_rows = max(MIN_ROWS, memory // 512)
 
@@ -938,8 +942,8 @@ def _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows,
            workers):
     """The ARPA text, order by order, in blocks of rows. With ``workers`` > 1 (and enough
     rows to pay for starting them) the blocks of an order are formatted by a pool of
-    processes and written here in order; each order waits for the one before, whose word
-    columns it reads."""
+    threads (:data:`ARPA_THREADS`) or processes and written here in order; each order
+    waits for the one before, whose word columns it reads."""
     write_arpa_header(f, meta, False, counts)
     words = WordBytes(vocab.words)
     rows = min(block_rows, 100_000)  # a block of lines takes ~1 KB per row while it is built
@@ -947,8 +951,9 @@ def _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows,
     pool = None
     if workers > 1 and sum(counts) >= PARALLEL_MIN_ROWS:
         rows = min(rows, 50_000)  # every worker holds a block: smaller ones, same total
-        pool = ProcessPoolExecutor(workers, mp_context=worker_context(),
-                                   initializer=_start_worker, initargs=(words,))
+        pool = (ThreadPoolExecutor(workers) if ARPA_THREADS else
+                ProcessPoolExecutor(workers, mp_context=worker_context(),
+                                    initializer=_start_worker, initargs=(words,)))
     try:
         prev_cols = None
         for n in range(1, N + 1):
@@ -963,6 +968,8 @@ def _write(d, f, vocab, N, V, meta, counts, tables, probs, backoffs, block_rows,
             spans = [(b0, min(counts[n - 1], b0 + rows)) for b0 in range(0, counts[n - 1], rows)]
             if pool is None:
                 blocks = (_arpa_block(words, o, b0, b1) for b0, b1 in spans)
+            elif ARPA_THREADS:
+                blocks = pool.map(lambda span, o=o: _arpa_block(words, o, *span), spans)
             else:
                 blocks = pool.map(_worker_block, [(o, b0, b1) for b0, b1 in spans])
             for (b0, b1), data in zip(spans, blocks):
