@@ -1,9 +1,11 @@
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 
-from keras_seq.cli import HELP_ORDER, main
+from keras_seq.cli import HELP_ORDER, _subcommands, build_parser, main
 
 
 def test_help(capsys):
@@ -58,3 +60,31 @@ def test_errors_are_one_line(capsys):
     assert main(["data", "stats", "--tokenizer", "char", "--vocab-size", "10"]) == 2
     assert "do not apply" in capsys.readouterr().err
     assert main(["data", "stats", "--split-ratio", "nonsense"]) == 2
+
+
+def test_a_command_with_a_module_of_its_name_builds_only_its_parser():
+    whole = build_parser()
+    for command in ("ngram", "data", "compare", "memory"):
+        alone = build_parser(command)
+        assert _subcommands(alone) == [command] + (["gradients"] if command == "memory" else [])
+    argv = ["ngram", "train", "--data", "x.txt", "--order", "3", "--memory", "1G", "--out", "m"]
+    alone, full = vars(build_parser("ngram").parse_args(argv)), vars(whole.parse_args(argv))
+    assert {k: v for k, v in alone.items() if not k.startswith("_") and k != "func"} == \
+        {k: v for k, v in full.items() if not k.startswith("_") and k != "func"}
+    for command in ("train", "bench", "tasks", "ngrm", None):  # the whole parser
+        assert set(_subcommands(build_parser(command))) == set(_subcommands(whole))
+
+
+def test_ngram_train_does_not_import_the_other_commands():
+    code = ("import sys; from keras_seq.cli import main; main(['ngram', 'train', '--help'])")
+    out = subprocess.run([sys.executable, "-c", code + "\n"], capture_output=True, text=True)
+    probe = subprocess.run([sys.executable, "-c", (
+        "import sys, contextlib, io\n"
+        "from keras_seq.cli import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['ngram', 'train', '--help'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('keras_seq.commands.')))")],
+        capture_output=True, text=True, check=True)
+    assert "usage: keras-seq ngram train" in out.stdout
+    assert probe.stdout.strip() == "['keras_seq.commands._common', " \
+        "'keras_seq.commands._startup', 'keras_seq.commands.ngram']"
