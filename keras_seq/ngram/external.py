@@ -638,7 +638,8 @@ def train_kn_bounded(token_id_chunks, vocab, order: int, memory_bytes: int, out,
             the memory budget); 1 does all of it in this thread. Counting blocks shrink by
             as much, so the budget holds. Tables of fewer than ``PARALLEL_MIN_ROWS``
             n-grams are always formatted here. The file is the same byte for byte either
-            way.
+            way. With more than one, glibc is asked for a single malloc arena for the rest
+            of the process (:func:`_one_malloc_arena`).
 
     Returns:
         :class:`BoundedKNResult`.
@@ -656,7 +657,8 @@ def train_kn_bounded(token_id_chunks, vocab, order: int, memory_bytes: int, out,
         raise DataError(f"--temp-dir {temp_dir!r} is not a directory; create it or leave the "
                         "flag out to use the system's temporary directory")
     root = tempfile.mkdtemp(prefix="keras-seq-kn-", dir=temp_dir)
-    _one_malloc_arena()
+    if workers > 1:
+        _one_malloc_arena()
     try:
         return _train(_Dir(root), token_id_chunks, vocab, order, memory, out,
                       discount_fallback, metadata or {}, progress or _no_progress, workers)
