@@ -24,6 +24,7 @@ from keras_seq.commands._common import (
 )
 from keras_seq.data.splits import SPLITS
 from keras_seq.errors import DataError
+from keras_seq.progress import progress_bar
 from keras_seq.ranges import AT_LEAST_1, NGRAM_ORDER, SEED
 
 # A raw text smaller than this is tokenized in this process (tinyshakespeare: ~0.03 s saved
@@ -114,11 +115,8 @@ def register(subparsers) -> None:
 
 
 def _progress(total: int, desc: str):
-    # lazy: keeps `keras-seq --help` fast (loads tqdm)
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="lines", disable=None if total > 200_000 else True,
-                file=sys.stderr)
+    return progress_bar(total=total, desc=desc, unit="lines",
+                        disable=None if total > 200_000 else True)
 
 
 def run_train(args) -> int:
@@ -236,11 +234,8 @@ def _metadata(args, data, n_predicted: int) -> dict:
 
 
 def _bar(desc: str, total: int):
-    # lazy: keeps `keras-seq --help` fast (loads tqdm)
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, disable=None if total > 2_000_000 else True,
-                file=sys.stderr, unit_scale=True)
+    return progress_bar(total=total, desc=desc, disable=None if total > 2_000_000 else True,
+                        unit_scale=True)
 
 
 def _write_profile(path, seconds: dict, start: float) -> None:

@@ -53,7 +53,6 @@ import hashlib
 import json
 import mmap
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +63,7 @@ from keras_seq.data.splits import _SNAP_LIMIT, DEFAULT_SPLIT, SPLITS, parse_spli
 from keras_seq.data.tokenizers import FILENAME as TOKENIZER_FILE
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import DataError
+from keras_seq.progress import progress_bar
 
 FORMAT = "keras-seq-prepared"
 VERSION = 1
@@ -428,11 +428,8 @@ def _blocks(pieces, size: int = BLOCK_CHARS):
 
 
 def _progress(total: int, desc: str, quiet: bool):
-    # lazy: keeps `keras-seq --help` fast (loads tqdm)
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, file=sys.stderr,
-                disable=True if quiet else None, leave=False)
+    return progress_bar(total=total, desc=desc, unit="B", unit_scale=True,
+                        disable=True if quiet else None, leave=False)
 
 
 def prepare_corpus(data, out, *, tokenizer: str = "word", max_vocab: int | None = None,

@@ -65,6 +65,7 @@ from keras_seq.ngram.arpa import check_arpa_words, write_arpa_header
 from keras_seq.ngram.arpa_lines import KERNEL, KERNELS, NGRAM_C, WordBytes, arpa_lines, write_utf8
 from keras_seq.ngram.counts import BOS, EOS, UNK, Vocabulary, check_order
 from keras_seq.ngram.kneser_ney import discounts_from_counts_of_counts
+from keras_seq.progress import NoBar
 
 MIN_MEMORY = 64 * 1024
 MIN_ROWS = 4096  # blocks never get smaller than this, whatever the budget
@@ -100,16 +101,8 @@ def parse_memory(value) -> int:
     return size
 
 
-class _NoBar:
-    def update(self, n=1):
-        pass
-
-    def close(self):
-        pass
-
-
 def _no_progress(desc, total):
-    return _NoBar()
+    return NoBar()
 
 
 @dataclass
@@ -633,9 +626,10 @@ def train_kn_bounded(token_id_chunks, vocab, order: int, memory_bytes: int, out,
         metadata: extra keys for the ``# keras-seq`` line.
         progress: ``progress(desc, total)`` returning a bar with ``update(n)`` and
             ``close()`` (e.g. ``lambda d, t: tqdm(total=t, desc=d)``).
-        workers: threads that count blocks and merge key ranges, and processes that
-            format the ARPA text; default :func:`default_workers` (one per core, within
-            the memory budget); 1 does all of it in this thread. Counting blocks shrink by
+        workers: threads that count blocks, merge key ranges and format the ARPA text
+            (processes format it where the C writer was not built, :data:`ARPA_THREADS`);
+            default :func:`default_workers` (one per core, within the memory budget); 1
+            does all of it in this thread. Counting blocks shrink by
             as much, so the budget holds. Tables of fewer than ``PARALLEL_MIN_ROWS``
             n-grams are always formatted here. The file is the same byte for byte either
             way. With more than one, glibc is asked for a single malloc arena for the rest
