@@ -139,7 +139,7 @@ def guarded(parser=None):
         serve._check_model_base: _after(serve._check_model_base, "serve"),
     }
     if parser is not None:
-        wires[cli.build_parser] = lambda: parser
+        wires[cli.build_parser] = lambda command=None: parser
     with _patched(wires):
         yield
 
