@@ -169,6 +169,20 @@ def write_arpa_lines(f, words: WordBytes, cols: np.ndarray, log10_prob,
     write_utf8(f, arpa_lines(words, cols, log10_prob, log10_backoff))
 
 
+def available_kernel(caller: str, kernel: str | None, default: str) -> str:
+    """``kernel`` (``default`` for None) if it is one this install has, else a ValueError
+    that names ``caller`` and the kernels there are.
+
+    >>> available_kernel("merge", None, "numpy")
+    'numpy'
+    """
+    kernel = default if kernel is None else kernel
+    if kernel not in KERNELS or (kernel == "c" and _ngram_c is None):
+        raise ValueError(f"{caller}: kernel {kernel!r} is not available; expected one of "
+                         f"{[k for k in KERNELS if k != 'c' or _ngram_c is not None]}")
+    return kernel
+
+
 def arpa_lines(words: WordBytes, cols: np.ndarray, log10_prob, log10_backoff=None,
                kernel: str | None = None) -> bytes:
     """The UTF-8 bytes :func:`write_arpa_lines` writes for these rows.
@@ -176,11 +190,7 @@ def arpa_lines(words: WordBytes, cols: np.ndarray, log10_prob, log10_backoff=Non
     ``kernel``: ``"c"`` (the compiled writer, ``_ngram_c.c``), ``"numpy"`` (the reference),
     or ``None`` for :data:`KERNEL`. Both give the same bytes.
     """
-    kernel = KERNEL if kernel is None else kernel
-    if kernel not in KERNELS or (kernel == "c" and _ngram_c is None):
-        raise ValueError(f"arpa_lines: kernel {kernel!r} is not available; expected one of "
-                         f"{[k for k in KERNELS if k != 'c' or _ngram_c is not None]}")
-    if kernel == "c":
+    if available_kernel("arpa_lines", kernel, KERNEL) == "c":
         cols = np.ascontiguousarray(cols, dtype=np.int64)
         backoff = None if log10_backoff is None else clip_log10(log10_backoff)
         return _ngram_c.lines(words.buffer, words.offsets, words.lengths, cols,

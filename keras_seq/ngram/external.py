@@ -46,6 +46,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import ctypes
 import os
@@ -62,7 +63,14 @@ import numpy as np
 
 from keras_seq.errors import DataError
 from keras_seq.ngram.arpa import check_arpa_words, write_arpa_header
-from keras_seq.ngram.arpa_lines import KERNEL, KERNELS, NGRAM_C, WordBytes, arpa_lines, write_utf8
+from keras_seq.ngram.arpa_lines import (
+    KERNEL,
+    NGRAM_C,
+    WordBytes,
+    arpa_lines,
+    available_kernel,
+    write_utf8,
+)
 from keras_seq.ngram.counts import BOS, EOS, UNK, Vocabulary, check_order
 from keras_seq.ngram.kneser_ney import discounts_from_counts_of_counts
 from keras_seq.progress import NoBar
@@ -315,17 +323,23 @@ def _count_order(d: _Dir, n, V, ids_path, pos_path, prev, n_tokens, rows, need_e
         return _count_block(n, V, ids_path, pos_path, prev, *job)
 
     runs = []
-    pool = None
-    if threads > 1 and len(jobs) > 1:
-        pool = ThreadPoolExecutor(threads)
-    try:
-        for run in (pool.map(count, jobs) if pool else map(count, jobs)):
-            runs.append(run)
-            bar.update(run[4] - run[3])
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+    for run in _in_threads(count, jobs, threads):
+        runs.append(run)
+        bar.update(run[4] - run[3])
     return runs
+
+
+def _in_threads(fn, items: list, threads: int):
+    """``map(fn, items)``, in order, computed by up to ``threads`` threads (in this one for
+    a single thread or item). Work not started is cancelled if the caller stops early."""
+    if threads < 2 or len(items) < 2:
+        yield from map(fn, items)
+        return
+    pool = ThreadPoolExecutor(min(threads, len(items)))
+    try:
+        yield from pool.map(fn, items)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _one_malloc_arena() -> None:
@@ -379,10 +393,7 @@ def _merge_runs(d: _Dir, n, runs, memory, need_ranks, kernel=None, threads=1):
     (:func:`_merge_runs_numpy`, the reference) or ``None`` for :data:`MERGE_KERNEL`. Both
     write the same files. The C merge splits the keys into ``threads`` ranges at keys
     sampled from the runs and merges the ranges at once, each in a thread."""
-    kernel = MERGE_KERNEL if kernel is None else kernel
-    if kernel not in KERNELS or (kernel == "c" and NGRAM_C is None):
-        raise ValueError(f"kernel must be one of {KERNELS} ('c' when compiled), got {kernel!r}")
-    if kernel == "numpy":
+    if available_kernel("merge", kernel, MERGE_KERNEL) == "numpy":
         out, size, rank_paths = _merge_runs_numpy(d, n, runs, memory, need_ranks)
         return out, size, [[(p, 0)] if p else [] for p in rank_paths]
     cuts = _key_ranges(runs, threads)
@@ -396,11 +407,7 @@ def _merge_runs(d: _Dir, n, runs, memory, need_ranks, kernel=None, threads=1):
                              [b - a for a, b in spans], out["keys"], out["counts"],
                              out["aux"], ranks, block)
 
-    if len(jobs) == 1:
-        sizes = [merge(jobs[0])]
-    else:
-        with ThreadPoolExecutor(len(jobs)) as pool:
-            sizes = list(pool.map(merge, jobs))
+    sizes = list(_in_threads(merge, jobs, len(jobs)))
     out = jobs[0][0]
     for later, _, _ in jobs[1:]:  # the ranges' files, one after the other
         for c, path in out.items():
@@ -442,14 +449,7 @@ def _key_at(fd: int, row: int) -> int:
 
 def _first_at_least(fd: int, rows: int, key: int) -> int:
     """The first of a run's ``rows`` rows whose key is ≥ ``key`` (a binary search)."""
-    lo, hi = 0, rows
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _key_at(fd, mid) < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return bisect.bisect_left(range(rows), key, key=lambda row: _key_at(fd, row))
 
 
 def _merge_runs_numpy(d: _Dir, n, runs, memory, need_ranks):
