@@ -42,6 +42,7 @@ import numpy as np
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.streaming import format_report, plot_report, run_streaming_benchmark
 from keras_seq.export.web import export_web, step_models
+from keras_seq.extras import pyplot
 from keras_seq.keyboard import format_metrics, paired_bootstrap, stream_outcomes
 from keras_seq.machine import describe as describe_machine
 from keras_seq.machine import load_1min
@@ -294,6 +295,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     from keras_seq.tasks.lm.task import train_lm
 
     started, machine_at_start = time.perf_counter(), describe_machine()
+    pyplot("the pipeline's streaming.png")  # said at the start, not after the benchmark
     out = Path(out)
     _make_out_dir(out)
     stages: dict[str, float] = {}

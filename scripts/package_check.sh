@@ -3,8 +3,10 @@
 # wheel, check the wheel's metadata and package data, then install the wheel (not editable,
 # the checkout not on sys.path) into two clean venvs and, from a folder outside the
 # checkout:
-#   1. full install (at the versions constraints.txt locks): keras-seq --help, then a tiny
-#      train lm -> eval lm -> export tflite -> demo --lines;
+#   1. the wheel with its plain dependencies, no extra (at the versions constraints.txt
+#      locks): none of the extras' packages (matplotlib, sacrebleu, conllu, tensorboard,
+#      tensorflow-text) came with it; keras-seq --help, then a tiny train lm -> eval lm ->
+#      export tflite -> demo --lines;
 #   2. the wheel with --no-deps plus only its `litert` extra: keras-seq demo --lines on the
 #      model from 1, with TensorFlow not importable.
 #   scripts/package_check.sh [PYTHON]     (PYTHON builds the venvs; default python3)
@@ -25,9 +27,13 @@ ls -l "$work/dist"
 "$work/build-env/bin/python" "$root/scripts/wheel_contents.py" "$wheel"
 
 cd "$work"  # outside the checkout from here on: nothing imports from it
-say "venv 1: the wheel with its dependencies"
+say "venv 1: the wheel with its dependencies (no extra)"
 "$python" -m venv "$work/full"
 "$work/full/bin/python" -m pip install --quiet -c "$root/constraints.txt" "$wheel"
+"$work/full/bin/python" -c "import importlib.util as u; \
+found = [m for m in ('matplotlib', 'sacrebleu', 'conllu', 'tensorboard', 'tensorflow_text') \
+         if u.find_spec(m)]; assert not found, f'installed without an extra: {found}'; \
+print('the extras\' packages: none installed')"
 "$work/full/bin/python" -c "import keras_seq, sys; \
 assert '$root' not in keras_seq.__file__, keras_seq.__file__; print('keras_seq from', keras_seq.__file__)"
 ks="$work/full/bin/keras-seq"

@@ -1,8 +1,10 @@
 """What a built keras-seq wheel declares and carries (scripts/package_check.sh).
 
 ``python scripts/wheel_contents.py WHEEL`` checks that the wheel's METADATA lists the
-dependencies and extras of pyproject.toml and that the package data is inside (the bundled
-corpus, the browser page's sources, the console script); exits 1 naming what is missing.
+dependencies and extras of pyproject.toml, that the core (no extra) leaves out the
+packages that only an extra's features need, and that the package data is inside (the
+bundled corpus, the browser page's sources, the console script); exits 1 naming what is
+wrong.
 ``--extra NAME`` prints that extra's requirements instead, one per word, markers removed.
 """
 
@@ -19,7 +21,10 @@ PACKAGE_DATA = ("keras_seq/data/corpora/tinyshakespeare.txt.xz", "keras_seq/web/
                 "keras_seq/web/style.css", "keras_seq/web/package.json",
                 "keras_seq/web/package-lock.json")
 CORE = ("tensorflow", "keras", "numpy", "ai-edge-litert")
-EXTRAS = ("litert", "quantize", "serve", "jax", "torch", "web", "test", "dev")
+# only in extras: a plain `pip install keras-seq` (layers, training, export) goes without them
+NOT_CORE = ("matplotlib", "sacrebleu", "conllu", "tensorboard", "tensorflow-text")
+EXTRAS = ("plot", "seq2seq", "conllu", "tensorboard", "subword", "litert", "quantize", "serve",
+          "jax", "torch", "web", "all", "test", "dev")
 
 
 def metadata(wheel: zipfile.ZipFile):
@@ -43,6 +48,8 @@ def problems(wheel: zipfile.ZipFile) -> list[str]:
     core = {re.split(r"[<>=!~; \[]", r, maxsplit=1)[0].lower() for r in requires
             if "extra ==" not in r}
     found = [f"no dependency on {name}" for name in CORE if name not in core]
+    found += [f"{name} is a core dependency (it belongs in an extra)" for name in NOT_CORE
+              if name in core]
     extras = set(meta.get_all("Provides-Extra") or [])
     found += [f"no extra {name!r}" for name in EXTRAS if name not in extras]
     found += [f"{path} is not in the wheel" for path in PACKAGE_DATA if path not in names]

@@ -5,7 +5,7 @@ function outside the benchmarks (and tools/) is longer than 80 lines.
 
 The layers, lowest first (a module may import its own layer and the ones below it):
 
-    0  keras_seq, errors, atomic, backend, tables, script_config, machine
+    0  keras_seq, errors, atomic, backend, extras, tables, script_config, machine
     1  runs                      the run-directory layout
     2  data, metrics, keyboard, sampling
     3  ngram
@@ -37,7 +37,8 @@ SHORT_FUNCTION_FOLDERS = ("keras_seq", "train", "export", "scripts", "tests")
 
 LAYERS = {
     "keras_seq": 0, "keras_seq.errors": 0, "keras_seq.atomic": 0, "keras_seq.backend": 0,
-    "keras_seq.tables": 0, "keras_seq.script_config": 0, "keras_seq.machine": 0,
+    "keras_seq.extras": 0, "keras_seq.tables": 0, "keras_seq.script_config": 0,
+    "keras_seq.machine": 0,
     "keras_seq.runs": 1,
     "keras_seq.data": 2, "keras_seq.metrics": 2, "keras_seq.keyboard": 2,
     "keras_seq.sampling": 2,

@@ -60,7 +60,7 @@ from keras_seq.tasks import LABELS_FILE, Labels
 from keras_seq.tasks.classify.config import ClassifyConfig
 from keras_seq.tasks.classify.task import evaluate_run, task_data
 from keras_seq.training import callbacks as cb
-from keras_seq.training.trainer import start_run
+from keras_seq.training.trainer import start_run, tensorboard_callbacks
 
 keras.utils.set_random_seed(config.seed)
 
@@ -106,7 +106,7 @@ nan_guard = cb.NaNGuard()  # stop at a NaN loss; no checkpoint is written after 
 callbacks = [
     nan_guard,
     cb.GradientNormLogger(run_dir / "tensorboard" / "diagnostics", every=20),
-    cb.TensorBoard(str(run_dir / "tensorboard"), write_graph=False),
+    *tensorboard_callbacks(run_dir / "tensorboard"),  # [] and a note without tensorboard
     cb.RunCheckpoint(run_dir, nan_guard),  # checkpoints/last.keras, best.keras, state.json
     cb.MetricsCSV(run_dir / "metrics.csv"),  # after the commit: lists committed epochs only
 ]

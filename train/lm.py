@@ -64,7 +64,7 @@ from keras_seq.models.perplexity import Perplexity
 from keras_seq.tasks.lm.config import LMConfig
 from keras_seq.tasks.lm.evaluation import perplexity_of_run
 from keras_seq.training import callbacks as cb
-from keras_seq.training.trainer import start_run
+from keras_seq.training.trainer import start_run, tensorboard_callbacks
 
 keras.utils.set_random_seed(config.seed)
 
@@ -109,7 +109,7 @@ callbacks = [
     cb.RowStateResets(config.state_reset_prob, config.seed),
     nan_guard,
     cb.GradientNormLogger(run_dir / "tensorboard" / "diagnostics", every=20),
-    cb.TensorBoard(str(run_dir / "tensorboard"), write_graph=False),
+    *tensorboard_callbacks(run_dir / "tensorboard"),  # [] and a note without tensorboard
     cb.RunCheckpoint(run_dir, nan_guard),  # checkpoints/last.keras, best.keras, state.json
     cb.MetricsCSV(run_dir / "metrics.csv"),  # after the commit: lists committed epochs only
 ]

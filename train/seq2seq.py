@@ -58,7 +58,7 @@ from keras_seq.tasks.seq2seq.config import Seq2SeqConfig
 from keras_seq.tasks.seq2seq.data import task_data
 from keras_seq.tasks.seq2seq.evaluation import evaluate_run
 from keras_seq.training import callbacks as cb
-from keras_seq.training.trainer import start_run
+from keras_seq.training.trainer import start_run, tensorboard_callbacks
 
 keras.utils.set_random_seed(config.seed)
 
@@ -117,7 +117,7 @@ nan_guard = cb.NaNGuard()  # stop at a NaN loss; no checkpoint is written after 
 callbacks = [
     nan_guard,
     cb.GradientNormLogger(run_dir / "tensorboard" / "diagnostics", every=20),
-    cb.TensorBoard(str(run_dir / "tensorboard"), write_graph=False),
+    *tensorboard_callbacks(run_dir / "tensorboard"),  # [] and a note without tensorboard
     cb.RunCheckpoint(run_dir, nan_guard),  # checkpoints/last.keras, best.keras, state.json
     cb.MetricsCSV(run_dir / "metrics.csv"),  # after the commit: lists committed epochs only
 ]

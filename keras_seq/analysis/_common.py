@@ -1,4 +1,4 @@
-"""Small helpers shared by the analysis modules: cell names, progress, plotting set-up."""
+"""Small helpers shared by the analysis modules: cell names, progress."""
 
 from __future__ import annotations
 
@@ -28,18 +28,6 @@ def recurrent_layer(cell: str, units: int, **kwargs):
 
     cls = {"rnn": ks.SimpleRNN, "gru": ks.GRU, "lstm": ks.LSTM}[cell]
     return cls(units, **kwargs)
-
-
-def pyplot():
-    """``matplotlib.pyplot`` on the file-only Agg backend."""
-    # lazy: loads matplotlib only when this runs
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # lazy: loads matplotlib only when this runs
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 class Progress:

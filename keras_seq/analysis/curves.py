@@ -11,8 +11,8 @@ import csv
 import math
 from pathlib import Path
 
-from keras_seq.analysis._common import pyplot
 from keras_seq.errors import KerasSeqError
+from keras_seq.extras import pyplot
 
 
 def read_curves(run_dir: str | Path) -> dict[str, list[float]]:
@@ -42,7 +42,7 @@ def plot_learning_curves(run_dirs, path: str | Path, reference: dict[str, float]
         reference: optional ``{name: perplexity}`` drawn as horizontal lines (e.g. KN5).
         labels: legend names (default: the run directory names).
     """
-    plt = pyplot()
+    plt = pyplot("the learning-curve plot (--plot)")
     fig, ax = plt.subplots(figsize=(7, 4.5))
     labels = labels or [Path(r).name for r in run_dirs]
     for run_dir, label in zip(run_dirs, labels):

@@ -35,12 +35,12 @@ from keras_seq.analysis._common import (
     LABELS,
     Progress,
     check_cells,
-    pyplot,
     recurrent_layer,
 )
 from keras_seq.data.corpus import load_corpus
 from keras_seq.data.tokenizers import make_tokenizer
 from keras_seq.errors import KerasSeqError
+from keras_seq.extras import pyplot
 
 REPORT_DISTANCES = (5, 25, 70)
 REACH_LEVEL = 1e-3  # "reach": first distance where the relative gradient drops below this
@@ -334,7 +334,7 @@ def decay_table(result: dict, distances=REPORT_DISTANCES) -> list[dict]:
 
 def plot_gradient_decay(result: dict, path: str) -> str:
     """One log-scale panel per weight state: mean relative ‖∂L/∂s_{T−d}‖ against ``d``."""
-    plt = pyplot()
+    plt = pyplot("the gradient plot")
     states = [s for s in ("init", "trained") if result.get(s)]
     fig, axes = plt.subplots(1, len(states), figsize=(6.5 * len(states), 4.5), squeeze=False)
     for ax, state in zip(axes[0], states):
@@ -469,7 +469,7 @@ def clipping_table(result: dict) -> list[dict]:
 
 def plot_clipping(result: dict, path: str) -> str:
     """Loss (left) and pre-clipping gradient norm (right, log scale) per step."""
-    plt = pyplot()
+    plt = pyplot("the gradient plot")
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2))
     for (label, run), color in zip(result["runs"].items(), ("tab:red", "tab:blue")):
         a.plot(run["loss"], color=color, label=label)

@@ -23,9 +23,9 @@ import shutil
 from pathlib import Path
 
 from keras_seq.analysis._common import LABELS as NAMES
-from keras_seq.analysis._common import pyplot
 from keras_seq.benchmarks.lm import VERSUS_KN, run_bench
 from keras_seq.errors import KerasSeqError
+from keras_seq.extras import pyplot
 from keras_seq.keyboard import LABELS, format_difference
 
 
@@ -99,7 +99,7 @@ def _table(rows: list[dict]) -> str:
 def plot_keyboard_arc(bench: dict, path) -> Path:
     """Validation perplexity against top-1 in-vocab accuracy and keystroke savings, one
     point per model (KN as a square)."""
-    plt = pyplot()
+    plt = pyplot("the keyboard plot")
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, metric in zip(axes, ("top1_iv", "ksr")):
         for r in bench["rows"]:

@@ -44,11 +44,11 @@ from keras_seq.analysis._common import (
     LABELS,
     Progress,
     check_cells,
-    pyplot,
     recurrent_layer,
 )
 from keras_seq.data.probes import TASKS, make_task
 from keras_seq.errors import KerasSeqError
+from keras_seq.extras import pyplot
 
 MEMORY_CELLS = ("rnn", "gru", "lstm", "attn-gru")
 DISTANCES = (5, 10, 20, 40, 80, 160, 320)
@@ -310,7 +310,7 @@ def memory_table(result: dict) -> list[dict]:
 
 def plot_memory(result: dict, path: str) -> str:
     """One panel per task: test accuracy (or loss / baseline for adding) against ``d``."""
-    plt = pyplot()
+    plt = pyplot("the memory-task plot")
     tasks = result["config"]["tasks"]
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4), squeeze=False)
     for ax, name in zip(axes[0], tasks):

@@ -40,9 +40,9 @@ import numpy as np
 from keras_seq import __version__
 from keras_seq.analysis import gradients as G
 from keras_seq.analysis import memory as M
-from keras_seq.analysis._common import pyplot
 from keras_seq.benchmarks.cells import run_benchmark
 from keras_seq.errors import KerasSeqError
+from keras_seq.extras import pyplot
 from keras_seq.ngram import sparsity
 from keras_seq.ngram.data import load_tokenized
 from keras_seq.tasks.lm.config import LMConfig
@@ -457,7 +457,7 @@ def section_tbptt(out: Path, cfg: dict, seed: int, data: str, progress: bool,
               f"{'smaller' if gap_grows else 'not smaller'} with the shorter truncation"]
     verdict = ("agrees" if best_not_longest and gap_grows else
                "partly" if best_not_longest or gap_grows else "disagrees")
-    plt = pyplot()
+    plt = pyplot("plotting the report")
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(taus, vals, "o-", label="validation")
     ax.plot(taus, [r["train PPL (last epoch)"] for r in rows], "s--", label="train (last epoch)")

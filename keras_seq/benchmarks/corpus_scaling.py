@@ -60,6 +60,7 @@ from pathlib import Path
 from keras_seq.atomic import write_json_atomic
 from keras_seq.benchmarks.scaling_text import write_corpora
 from keras_seq.errors import DataError
+from keras_seq.extras import pyplot
 from keras_seq.machine import cpu_name, load_1min
 
 STAGES = ("prepare", "ngram", "ngram-raw", "lmplz", "prepare-lm", "lm")
@@ -498,12 +499,7 @@ def format_bench(results: dict) -> str:
 
 def plot(results: dict, out: Path) -> list[str]:
     """``scaling_time.png`` and ``scaling_rss.png``: each stage against tokens, log-log."""
-    # lazy: loads matplotlib only when this runs
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # lazy: loads matplotlib only when this runs
-    import matplotlib.pyplot as plt
+    plt = pyplot("the corpus-scaling plot")
 
     stages = sorted({r["stage"] for r in results["rows"]}, key=lambda s: (s[:2], len(s), s))
     written = []

@@ -29,6 +29,7 @@ import numpy as np
 from keras_seq.data.batching import stream_arrays
 from keras_seq.data.tokenizers import WordTokenizer
 from keras_seq.errors import KerasSeqError
+from keras_seq.extras import pyplot
 from keras_seq.tasks.lm.config import LMConfig
 from keras_seq.tasks.lm.data import corpus_for
 from keras_seq.tasks.lm.evaluation import evaluate_stream
@@ -156,12 +157,7 @@ def format_table(result: dict) -> str:
 
 def plot(result: dict, path: str | Path) -> Path:
     """Bar charts of tokens/s (with the range over turns) and val PPL, one bar per variant."""
-    # lazy: loads matplotlib only when this runs
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # lazy: after choosing the Agg backend
-    import matplotlib.pyplot as plt
+    plt = pyplot("the softmax benchmark plot")
 
     rows = result["rows"]
     names = [r["variant"] for r in rows]

@@ -37,6 +37,7 @@ from keras_seq.benchmarks.browser import chromium_path, launch_chromium
 from keras_seq.data.corpus import load_corpus
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.web import export_web, step_models
+from keras_seq.extras import pyplot
 from keras_seq.machine import cpu_name
 from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.runtime.web_server import SiteServer
@@ -287,12 +288,7 @@ def _cell(cell) -> str:
 
 
 def plot_web_report(report: dict, path) -> Path:
-    # lazy: loads matplotlib only when this runs
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # lazy: loads matplotlib only when this runs
-    import matplotlib.pyplot as plt
+    plt = pyplot("the web benchmark plot (--plot)")
 
     rows = [r for r in report["rows"] if any("p50_us" in c for c in r["cells"].values())]
     labels = list(dict.fromkeys(label for row in rows for label in row["cells"]))

@@ -4,6 +4,7 @@ TFLite variants (1 and 2 threads), with size and PPL change."""
 from __future__ import annotations
 
 from keras_seq.commands._common import add_json_arg, number
+from keras_seq.extras import pyplot
 from keras_seq.ranges import AT_LEAST_1, NON_NEGATIVE
 
 
@@ -36,6 +37,8 @@ def run_streaming(args) -> int:
     from keras_seq.commands._common import check_run_arg
 
     check_run_arg(args.run_dir, "lm")
+    if args.plot:
+        pyplot("the streaming plot (--plot)")  # said before the benchmark, not after it
     # lazy: keeps `keras-seq --help` fast
     from keras_seq.export.streaming import format_report, plot_report, run_streaming_benchmark
 

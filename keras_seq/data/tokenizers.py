@@ -54,8 +54,9 @@ from pathlib import Path
 import numpy as np
 
 from keras_seq.atomic import write_text_atomic
-from keras_seq.backend import installed, require_tensorflow
+from keras_seq.backend import require_tensorflow
 from keras_seq.errors import DataError
+from keras_seq.extras import require
 
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
 FORMAT = "keras-seq-tokenizer"
@@ -652,13 +653,7 @@ def _tf_text():
     what = "subword tokenization (WordPiece via tensorflow-text)"
     hint = " (or use --tokenizer char or word)"
     require_tensorflow(what, "tensorflow tensorflow-text", hint)
-    if not installed("tensorflow_text"):
-        raise DataError(f"{what} needs tensorflow-text, which is not installed: "
-                        f"pip install tensorflow-text{hint}")
-    # lazy: loads TF-Text only when this runs
-    import tensorflow_text
-
-    return tensorflow_text
+    return require("tensorflow_text", "subword", what, hint)
 
 
 class SubwordTokenizer(Tokenizer):

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from keras_seq.errors import DataError
+from keras_seq.extras import pyplot
 from keras_seq.ngram.compact import CompactNgram, NgramStream, model_size_bytes
 from keras_seq.ngram.counts import BOS
 from keras_seq.runtime.litert import LiteRTLM
@@ -396,13 +397,7 @@ def format_report(report: dict) -> str:
 
 
 def plot_report(report: dict, path) -> Path:
-    # lazy: loads matplotlib only when this runs
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # lazy: loads matplotlib only when this runs
-    import matplotlib.pyplot as plt
-
+    plt = pyplot("the streaming plot (--plot)")  # the plot extra, imported when it runs
     rows = report["rows"]
     labels = [r["runtime"] + (f" ×{r['threads']}" if r["threads"] != "-" else "")
               for r in rows]

@@ -30,6 +30,7 @@ import warnings
 
 import numpy as np
 
+from keras_seq.extras import pyplot
 from keras_seq.ngram.counts import (
     NgramCounts,
     Vocabulary,
@@ -135,12 +136,7 @@ def to_json(rows: list[dict], **extra) -> str:
 
 def plot(rows: list[dict], path: str, title: str = "") -> str:
     """Save a two-panel PNG: unseen shares and perplexity by order. Returns ``path``."""
-    # lazy: loads matplotlib only when this runs
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # lazy: loads matplotlib only when this runs
-    import matplotlib.pyplot as plt
+    plt = pyplot("the sparsity plot")
 
     n = [r["order"] for r in rows]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))

@@ -1,8 +1,10 @@
 """TensorBoard summaries from any Keras backend: values go through numpy, TensorFlow writes.
 
-TensorFlow is the TensorBoard writer on every backend. Where it is not installed a
-:class:`SummaryWriter` writes nothing (the trainer prints one note about it), so task
-callbacks need no checks of their own.
+TensorFlow is the TensorBoard writer on every backend, and the ``tensorboard`` package (the
+``tensorboard`` extra) implements its ``tf.summary.scalar``/``histogram``/``text``/``image``
+(TF 2.21 raises ``TBNotInstalledError`` without it). Where either is missing a
+:class:`SummaryWriter` writes nothing (the trainer prints one note about it,
+:func:`tensorboard_missing`), so task callbacks need no checks of their own.
 
 >>> writer = SummaryWriter(None)   # no directory: a writer that writes nothing
 >>> writer.enabled
@@ -16,11 +18,21 @@ import contextlib
 
 from keras_seq.backend import tensorflow_available, to_numpy
 from keras_seq.errors import RunWriteError
+from keras_seq.extras import missing
 
-__all__ = ["SummaryWriter", "to_numpy", "write_errors_named"]
+__all__ = ["SummaryWriter", "tensorboard_missing", "to_numpy", "write_errors_named"]
 
 _REASONS = ("No space left on device", "Read-only file system", "Permission denied",
             "Disk quota exceeded", "File too large")
+
+
+def tensorboard_missing() -> str | None:
+    """Why no TensorBoard logs can be written here (``None``: they can)."""
+    if not tensorflow_available():
+        return ("TensorFlow is not installed, so no TensorBoard logs are written (metrics.csv "
+                "and metrics.json are); pip install tensorflow to get them")
+    note = missing("tensorboard", "tensorboard", "TensorBoard logging")
+    return note and f"no TensorBoard logs are written (metrics.csv and metrics.json are): {note}"
 
 
 @contextlib.contextmanager
@@ -44,11 +56,12 @@ def write_errors_named(log_dir):
 
 
 class SummaryWriter:
-    """A TensorBoard event-file writer for ``log_dir`` (``None`` or no TensorFlow: off)."""
+    """A TensorBoard event-file writer for ``log_dir`` (``None``, no TensorFlow or no
+    ``tensorboard`` package: off)."""
 
     def __init__(self, log_dir):
         self._writer, self.log_dir = None, log_dir
-        if log_dir is not None and tensorflow_available():
+        if log_dir is not None and tensorboard_missing() is None:
             # lazy: loads TensorFlow only when this runs
             import tensorflow as tf
 

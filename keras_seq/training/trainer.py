@@ -16,11 +16,12 @@ by subclassing :class:`Task`. :func:`train` does the rest the same way for all o
    the previous commit used) so a resumed run ends with exactly the weights of an
    uninterrupted one, however it was stopped;
 4. runs ``model.fit`` with the shared callbacks — NaN guard, diagnostics said in words,
-   TensorBoard (where TensorFlow is importable), ``metrics.csv``, checkpoints, time
-   budget — around the task's own. A task that can (``resumes_mid_epoch``) is stopped by
-   the budget after any batch and committed there; resumed, its first ``fit`` finishes
-   that epoch from the next batch, with the recurrent states and the epoch's metrics so
-   far put back, and a second ``fit`` runs the epochs after it;
+   TensorBoard (where TensorFlow and the ``tensorboard`` package are importable, else one
+   note), ``metrics.csv``, checkpoints, time budget — around the task's own. A task that
+   can (``resumes_mid_epoch``) is stopped by the budget after any batch and committed
+   there; resumed, its first ``fit`` finishes that epoch from the next batch, with the
+   recurrent states and the epoch's metrics so far put back, and a second ``fit`` runs the
+   epochs after it;
 5. evaluates through the task and writes ``metrics.json``.
 
 See :mod:`keras_seq.runs` for the run directory layout.
@@ -35,9 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from keras_seq import atomic, runs
-from keras_seq.backend import require_tensorflow_backend, select_backend, tensorflow_available
+from keras_seq.backend import require_tensorflow_backend, select_backend
 from keras_seq.errors import KerasSeqError, RunWriteError
 from keras_seq.training.config import TrainConfig
+from keras_seq.training.summaries import tensorboard_missing
 
 
 @dataclass
@@ -265,17 +267,17 @@ def _set_policy(mixed_precision: str) -> str:
     return previous
 
 
-def _tensorboard(config, tb_dir: Path, printer):
-    """Keras's TensorBoard callback where TensorFlow (its writer) is importable, else a note."""
-    if not tensorflow_available():
-        printer("note: TensorFlow is not installed, so no TensorBoard logs are written "
-                "(metrics.csv and metrics.json are); pip install tensorflow to get them")
+def tensorboard_callbacks(log_dir, histogram_freq: int = 0, printer=print) -> list:
+    """``[TensorBoard(log_dir)]`` (Keras's callback, naming its write errors) where TensorFlow
+    and the ``tensorboard`` package are importable, else ``[]`` and one printed note."""
+    note = tensorboard_missing()
+    if note:
+        printer(f"note: {note}")
         return []
     # lazy: Keras is imported once the backend is chosen
     from keras_seq.training.callbacks import TensorBoard
 
-    return [TensorBoard(str(tb_dir), write_graph=False,
-                        histogram_freq=getattr(config, "histogram_freq", 0))]
+    return [TensorBoard(str(log_dir), write_graph=False, histogram_freq=histogram_freq)]
 
 
 def _recurrent_layers(model) -> list:
@@ -530,7 +532,7 @@ def _run_callbacks(task, config, prepared: Prepared, run_dir: Path, point, start
         nan_guard,
         *middle,
         *shared_diagnostics,
-        *_tensorboard(config, tb_dir, printer),
+        *tensorboard_callbacks(tb_dir, getattr(config, "histogram_freq", 0), printer),
         checkpoint,
         cb.MetricsCSV(run_dir / "metrics.csv", point.epochs_done if point else 0,
                       point.state.get("last_logs") if point else None),  # after the commit

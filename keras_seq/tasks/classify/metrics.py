@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from keras_seq.errors import DataError
+from keras_seq.extras import pyplot
 
 
 def _indices(values, labels: list, name: str) -> np.ndarray:
@@ -120,12 +121,9 @@ def confusion_table(report: dict) -> list[dict]:
 
 def plot_confusion(report: dict, path, title: str | None = None) -> Path:
     """Write the confusion matrix of ``report`` as a PNG (counts in the cells) to ``path``."""
-    # lazy: loads matplotlib only when this runs
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker  # noqa: F401  (MaxNLocator for the colour bar)
+    plt = pyplot("the confusion-matrix plot")
+    # lazy: matplotlib is there once pyplot() returned
+    import matplotlib.ticker
 
     labels = [str(label) for label in report["labels"]]
     matrix = np.asarray(report["confusion"])

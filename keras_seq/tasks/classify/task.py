@@ -19,6 +19,7 @@ import numpy as np
 
 from keras_seq.data.tokenizers import load_tokenizer, make_tokenizer
 from keras_seq.errors import KerasSeqError
+from keras_seq.extras import missing
 from keras_seq.models.classifier import SequenceClassifier
 from keras_seq.tables import print_json, table_lines
 from keras_seq.tasks._common import (
@@ -90,6 +91,10 @@ def evaluate_run(run_dir, split: str = "test", plot_dir=None) -> dict:
                               "data_sha256": data.sha256}}
     if data.groups.get(split):
         result["by_group"] = metrics.accuracy_by_group(true, pred, data.groups[split])
+    no_plot = plot_dir is None and missing("matplotlib", "plot", "the confusion-matrix PNG")
+    if no_plot:  # the default PNG is left out without matplotlib; one asked for is not
+        result["confusion_png"] = f"not written ({no_plot})"
+        return result
     plot_dir = Path(plot_dir) if plot_dir is not None else Path(run_dir) / "plots"
     result["confusion_png"] = str(metrics.plot_confusion(
         report, plot_dir / f"confusion_{split}.png",

@@ -3,8 +3,8 @@
 * **exact match** — share of outputs equal to the reference, token for token;
 * **token accuracy** — position-wise: matching positions over ``max(len(hyp), len(ref))``
   summed over the corpus (so missing and extra tokens both count as errors);
-* **BLEU** — corpus BLEU from ``sacrebleu`` (``tokenize="char"`` for character-level
-  targets, its standard ``13a`` tokenizer otherwise).
+* **BLEU** — corpus BLEU from ``sacrebleu``, the ``seq2seq`` extra (``tokenize="char"`` for
+  character-level targets, its standard ``13a`` tokenizer otherwise).
 
 No TensorFlow import here.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 from keras_seq.errors import KerasSeqError
+from keras_seq.extras import require
 
 
 def _check(hyps, refs):
@@ -45,11 +46,14 @@ def token_accuracy(hyps, refs) -> float:
     return right / total if total else float("nan")
 
 
+def require_bleu():
+    """``sacrebleu`` (the ``seq2seq`` extra), or the one-line error naming it."""
+    return require("sacrebleu", "seq2seq", "the BLEU score")
+
+
 def corpus_bleu(hyp_texts, ref_texts, char_level: bool = False) -> float:
     """Corpus BLEU (0–100) with sacrebleu."""
-    # lazy: loads sacrebleu only when this runs
-    import sacrebleu
-
+    sacrebleu = require_bleu()
     _check(hyp_texts, ref_texts)
     if not ref_texts:
         return float("nan")

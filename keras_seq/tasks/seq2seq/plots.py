@@ -10,10 +10,10 @@ import io
 import math
 from pathlib import Path
 
-import matplotlib
+from keras_seq.extras import pyplot
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+# matplotlib (the `plot` extra); every importer of this module imports it lazily
+plt = pyplot("drawing attention heatmaps and length curves")
 
 
 def _label(tok: str) -> str:

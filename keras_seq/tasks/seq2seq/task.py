@@ -23,6 +23,7 @@ import numpy as np
 
 from keras_seq.data.tokenizers import load_tokenizer
 from keras_seq.errors import KerasSeqError
+from keras_seq.extras import missing
 from keras_seq.models.seq2seq import Seq2Seq
 from keras_seq.tables import table_lines
 from keras_seq.tasks._common import compile_options, fit_kwargs, texts_or_stdin
@@ -30,6 +31,7 @@ from keras_seq.tasks.seq2seq.config import Seq2SeqConfig
 from keras_seq.tasks.seq2seq.data import encode_pairs, fit_tokenizers, make_batches, task_data
 from keras_seq.tasks.seq2seq.decoding import translate as decode_texts
 from keras_seq.tasks.seq2seq.evaluation import evaluate_pairs, evaluate_run, load_run, tokens_of
+from keras_seq.tasks.seq2seq.metrics import require_bleu
 from keras_seq.training import trainer
 from keras_seq.training.summaries import SummaryWriter
 from keras_seq.training.trainer import FitPlan, Prepared
@@ -68,8 +70,13 @@ class Seq2SeqMonitor(keras.callbacks.Callback):
     def __init__(self, src_tok, tgt_tok, pairs, log_dir, images: int = 1,
                  target_exact_match: float | None = None, printer=print):
         super().__init__()
+        require_bleu()  # before training, not after its first epoch
         self.src_tok, self.tgt_tok, self.pairs = src_tok, tgt_tok, pairs
         self.writer = SummaryWriter(log_dir)
+        no_plots = missing("matplotlib", "plot", "drawing attention heatmaps")
+        if images and self.writer.enabled and no_plots:
+            printer(f"note: no attention heatmaps in TensorBoard ({no_plots})")
+            images = 0
         self.images, self.target, self.printer = images, target_exact_match, printer
         self.reached = False
 

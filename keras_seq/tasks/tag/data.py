@@ -47,6 +47,7 @@ from pathlib import Path
 from keras_seq.data.corpus import EMBEDDED, load_corpus
 from keras_seq.data.splits import DEFAULT_SPLIT, SPLITS, parse_split, split_items
 from keras_seq.errors import DataError
+from keras_seq.extras import require
 from keras_seq.tasks.tag.config import TagConfig
 
 TASKS = ("conll:PATH", "conllu:PATH", "restore-punct")
@@ -259,8 +260,8 @@ def read_conllu(path: str | Path, tag_field: str = "upos") -> list[Sentence]:
             a field the ``conllu`` parser rejects, or a word without a ``tag_field`` value
             (``_``); the message names the file and the 1-based line number.
     """
-    # lazy: loads conllu only when this runs
-    import conllu
+    conllu = require("conllu", "conllu", "reading CoNLL-U (--data conllu:FILE)")
+    # lazy: the conllu package is there once require() returned
     from conllu.exceptions import ParseException
 
     if tag_field not in CONLLU_TAG_FIELDS:
