@@ -88,20 +88,34 @@ def stream_arrays(ids, batch_size: int, bptt: int) -> tuple[np.ndarray, np.ndarr
     )
 
 
-def stream_dataset(ids, batch_size: int, bptt: int, max_batches: int | None = None):
+def stream_dataset(ids, batch_size: int, bptt: int, max_batches: int | None = None,
+                   check_order: bool = True):
     """A ``keras.utils.PyDataset`` of ``(x, y)`` batches, each ``(batch_size, bptt)`` int32,
     in stream order: the batches of :func:`stream_arrays`, cut from ``ids`` one at a time
     (:class:`~keras_seq.data.pydatasets.StreamWindows`; any backend), so a memory-mapped
     stream is never copied whole.
 
-    ``max_batches`` keeps only the first batches of the stream.
+    ``max_batches`` keeps only the first batches of the stream. With ``check_order`` (the
+    default) reading its items out of stream order (``model.fit(shuffle=True)``) raises a
+    :class:`~keras_seq.errors.DataError`; ``False`` allows any order (a model that is not
+    stateful).
+
+    Example:
+
+    >>> data = stream_dataset(np.arange(41), batch_size=2, bptt=4)   # rows 0..19, 20..39
+    >>> x, y = data[0]
+    >>> len(data), x.tolist(), y.tolist()
+    (4, [[0, 1, 2, 3], [20, 21, 22, 23]], [[1, 2, 3, 4], [21, 22, 23, 24]])
+    >>> data[1][0].tolist()                                          # each row goes on
+    [[4, 5, 6, 7], [24, 25, 26, 27]]
     """
     # lazy: Keras is imported once the backend is chosen
     from keras_seq.data.pydatasets import StreamWindows
 
     ids = ids if isinstance(ids, np.ndarray) else np.asarray(ids, dtype=np.int32)
     ids = ids if ids.ndim == 1 else ids.reshape(-1)  # a 1-D memmap stays the file's own map
-    return StreamWindows(ids, StreamLayout(len(ids), batch_size, bptt), max_batches)
+    return StreamWindows(ids, StreamLayout(len(ids), batch_size, bptt), max_batches,
+                         check_order=check_order)
 
 
 def pad_sequences(

@@ -9,6 +9,11 @@
   without end: pass ``p`` visits them in the order drawn from ``seed + p``, and the first
   pass may start ``skip`` batches in (where a resumed run goes on).
 
+The two stream datasets refuse to be read out of stream order (as ``model.fit(shuffle=True)``
+would): an item request ``k`` must be the first, ``0`` (a new pass) or the previous one
+plus 1, else a :class:`~keras_seq.errors.DataError` says so; ``check_order=False`` allows
+any order, and their ``batch(k)`` reads any batch unchecked.
+
 Items are pure functions of their index, so Keras may read any item twice (it reads the
 first two to infer shapes) without changing what training sees.
 
@@ -35,18 +40,53 @@ from keras_seq.data.prepared import file_region
 from keras_seq.errors import DataError
 
 
-class StreamBatches(keras.utils.PyDataset):
+class InStreamOrder:
+    """Refuses item requests out of stream order (a mixin for the stream datasets).
+
+    Request ``k`` is accepted when it is the first one, ``0`` (a new pass; TensorFlow's
+    ``fit`` also peeks at items 0 and 1 before its pass from 0) or the previous request
+    plus 1. ``check_order = False`` accepts any order.
+    """
+
+    check_order = True
+    _last_request = None
+    #: how the fix for a stateless model is spelt in the message
+    unchecked_call = "stream_dataset(..., check_order=False)"
+
+    def check_request(self, k: int) -> None:
+        """Raise a :class:`~keras_seq.errors.DataError` unless ``k`` follows in order."""
+        last = self._last_request
+        if self.check_order and last is not None and k != 0 and k != last + 1:
+            raise DataError(
+                f"stream batch {k} was requested after batch {last}, but a truncated-BPTT "
+                "stream must be read in order (0, 1, 2, ...: row i of batch k+1 continues "
+                "row i of batch k, and a stateful model carries its state from batch to "
+                "batch); pass model.fit(..., shuffle=False), or, for a model that is not "
+                f"stateful, {self.unchecked_call} to allow any order")
+        self._last_request = k
+
+    def __getitem__(self, k):
+        k = int(k)
+        self.check_request(k)
+        return self.batch(k)
+
+
+class StreamBatches(InStreamOrder, keras.utils.PyDataset):
     """Batches ``[k·B, (k+1)·B)`` of stream arrays, in order (stateful TBPTT).
 
     Args:
         x, y: ``(N·B, T)`` arrays from :func:`~keras_seq.data.batching.stream_arrays`.
         batch_size: ``B``, the number of stream rows.
+        check_order: refuse items asked for out of stream order (``False``: any order,
+            for a model that is not stateful).
     """
 
     fixed_shapes = True
+    unchecked_call = "StreamBatches(..., check_order=False)"
 
-    def __init__(self, x, y, batch_size: int):
+    def __init__(self, x, y, batch_size: int, check_order: bool = True):
         super().__init__()
+        self.check_order = bool(check_order)
         self.x, self.y, self.batch_size = np.asarray(x), np.asarray(y), int(batch_size)
         if len(self.x) != len(self.y) or len(self.x) % self.batch_size:
             raise DataError(f"stream arrays of {len(self.x)} and {len(self.y)} rows do not "
@@ -56,14 +96,15 @@ class StreamBatches(keras.utils.PyDataset):
     def __len__(self) -> int:
         return len(self.x) // self.batch_size
 
-    def __getitem__(self, k):
+    def batch(self, k: int):
+        """Batch ``k`` as ``(x, y)``, in any order (no order check)."""
         if not 0 <= k < len(self):
             raise IndexError(f"stream batch {k} out of range (0..{len(self) - 1})")
         rows = slice(k * self.batch_size, (k + 1) * self.batch_size)
         return self.x[rows], self.y[rows]
 
 
-class StreamWindows(keras.utils.PyDataset):
+class StreamWindows(InStreamOrder, keras.utils.PyDataset):
     """The batches of :func:`~keras_seq.data.batching.stream_arrays`, cut from ``ids`` when
     asked for: batch ``k`` is columns ``[k·T, (k+1)·T)`` of the ``B`` stream rows (targets
     one further), copied out as int32. ``ids`` is not copied, so a memory-mapped prepared
@@ -73,12 +114,16 @@ class StreamWindows(keras.utils.PyDataset):
         ids: the token stream, ``(n,)`` (any integer array, a ``np.memmap`` included).
         layout: its :class:`~keras_seq.data.batching.StreamLayout` (``B``, ``T``).
         max_batches: serve only the first batches.
+        check_order: refuse items asked for out of stream order (``False``: any order,
+            for a model that is not stateful).
     """
 
     fixed_shapes = True
 
-    def __init__(self, ids, layout, max_batches: int | None = None):
+    def __init__(self, ids, layout, max_batches: int | None = None,
+                 check_order: bool = True):
         super().__init__()
+        self.check_order = bool(check_order)
         ids = ids if isinstance(ids, np.ndarray) else np.asarray(ids)
         self.batch_size, self.bptt = int(layout.batch_size), int(layout.bptt)
         self.row_len = layout.row_len
@@ -103,7 +148,8 @@ class StreamWindows(keras.utils.PyDataset):
     def __len__(self) -> int:
         return self.n
 
-    def __getitem__(self, k):
+    def batch(self, k: int):
+        """Batch ``k`` as ``(x, y)``, in any order (no order check)."""
         if not 0 <= k < len(self):
             raise IndexError(f"stream batch {k} out of range (0..{len(self) - 1})")
         t = self.bptt

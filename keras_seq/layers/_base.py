@@ -383,6 +383,16 @@ class FastRNN(keras.layers.RNN):
         self.last_path = None
         self.last_path_reason = None
 
+    def build(self, sequences_shape, initial_state_shape=None):
+        # Keras's own message for this ("the batch size must be static") does not say how.
+        if self.stateful and self.states is None and sequences_shape[0] is None:
+            raise ValueError(
+                f"{self.name}: stateful=True needs a fixed batch size, but the layer received "
+                f"inputs of shape {tuple(sequences_shape)} (batch None); give the model a "
+                "first keras.Input(shape=(T, ...), batch_size=B) (Sequential or functional), "
+                "or call the model once on a (B, T) batch before fit")
+        super().build(sequences_shape, initial_state_shape)
+
     @property
     def variables(self):
         """Keras's, plus a stateful layer's state variables.

@@ -35,11 +35,13 @@ import keras
 import numpy as np
 
 from keras_seq.atomic import write_text_atomic
+from keras_seq.extras import require
 from keras_seq.layers.seeds import seed_generator_states
 from keras_seq.layers.state import reset_recurrent_states, state_variables, stateful_layers
 from keras_seq.sampling import repetition_score
 from keras_seq.training import distribute
 from keras_seq.training.checkpoints import commit_epoch, committed_rows, csv_text
+from keras_seq.training.fit_checks import check_stateful_fit, fit_arguments
 from keras_seq.training.summaries import SummaryWriter, write_errors_named
 
 #: a test hook, like :data:`keras_seq.atomic.KILL_AT_ENV`: with it set to ``K``, the time
@@ -78,9 +80,30 @@ class ResetStatesCallback(keras.callbacks.Callback):
     the stream continues the previous one's rows and their state. Evaluation during
     ``fit`` starts from zero, and the training state is put back after it.
 
+    Before training it refuses a ``fit`` that would break truncated BPTT, so nothing
+    trains on a scrambled stream: ``shuffle=True``, or batches of other rows than the
+    state holds (:func:`~keras_seq.training.fit_checks.check_stateful_fit`).
+
     Args:
         num_batches: ``N``; None: reset at every epoch start.
         steps_per_epoch: ``S`` (default ``N``).
+
+    Example:
+
+    >>> from keras_seq.data import stream_dataset
+    >>> from keras_seq.layers import GRU
+    >>> model = keras.Sequential([keras.Input((4,), batch_size=2, dtype="int32"),
+    ...                           keras.layers.Embedding(10, 3),
+    ...                           GRU(5, return_sequences=True, stateful=True, name="gru"),
+    ...                           keras.layers.Dense(10)])
+    >>> model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    >>> stream = stream_dataset(np.arange(41) % 10, batch_size=2, bptt=4)
+    >>> history = model.fit(stream, epochs=2, shuffle=False, verbose=0,
+    ...                     callbacks=[ResetStatesCallback()])
+    >>> model.fit(stream, epochs=1, callbacks=[ResetStatesCallback()])  # shuffle=True
+    Traceback (most recent call last):
+    ...
+    keras_seq.errors.KerasSeqError: model.fit(shuffle=True) reorders the batches of a ...
     """
 
     batch_offset = 0
@@ -90,6 +113,11 @@ class ResetStatesCallback(keras.callbacks.Callback):
         self.num_batches = num_batches
         self.steps_per_epoch = steps_per_epoch or num_batches
         self.epoch, self._training_states = 0, None
+
+    def on_train_begin(self, logs=None):
+        arguments = fit_arguments(self.model)  # None: not called from inside a fit
+        if arguments is not None:
+            check_stateful_fit(self.model, **arguments)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = int(epoch)
@@ -490,7 +518,13 @@ class RestoreSession(keras.callbacks.Callback):
 class TensorBoard(keras.callbacks.TensorBoard):
     """Keras's TensorBoard callback, whose failure to write (a full disk, a read-only
     folder) is a :class:`~keras_seq.errors.RunWriteError` naming its folder instead of a
-    TensorFlow traceback."""
+    TensorFlow traceback. It needs the ``tensorboard`` package (the ``tensorboard``
+    extra): without it, making one says so in one line
+    (:func:`~keras_seq.training.trainer.tensorboard_callbacks` skips it instead)."""
+
+    def __init__(self, log_dir="logs", **kwargs):
+        require("tensorboard", "tensorboard", "the TensorBoard callback")
+        super().__init__(log_dir, **kwargs)
 
 
 def _naming_write_errors(method):

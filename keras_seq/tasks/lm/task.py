@@ -87,7 +87,9 @@ class StreamFrom(keras.utils.PyDataset):
         return None  # endless; fit's steps_per_epoch says where an epoch ends
 
     def __getitem__(self, index):
-        return self.stream[(self.start + int(index)) % len(self.stream)]
+        # batch(), unchecked: Keras peeks at items 0 and 1 before its pass from 0, which
+        # asks for stream batches start, start+1, start: not the stream's own order.
+        return self.stream.batch((self.start + int(index)) % len(self.stream))
 
 
 def stream_batches(config: LMConfig, n_tokens: int) -> int:
