@@ -169,6 +169,7 @@ def run_export(args) -> int:
         # lazy: keeps `keras-seq --help` fast
         from keras_seq.backend import require_tensorflow_backend
 
-        check_run_arg(args.run_dir, shape.name)
+        if getattr(args, "run_dir", None) is not None:  # else --model FILE.keras
+            check_run_arg(args.run_dir, shape.name)
         require_tensorflow_backend("export")
     return resolve(command.run)(args)

@@ -45,16 +45,20 @@ import tempfile
 import time
 from pathlib import Path
 
+import keras
 import numpy as np
 import tensorflow as tf
 
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.graphs import FrozenWeights, LMGraphs
+from keras_seq.export.lm_stack import keras_probs, read_lm
 from keras_seq.export.saved_model import prepare_saved_model_dir
 from keras_seq.export.tflite import convert, op_list
+from keras_seq.models import SequenceClassifier
 from keras_seq.runtime.classifier import StreamingClassifier
 from keras_seq.runtime.metadata import write_metadata
 from keras_seq.tables import print_json
+from keras_seq.tasks import Labels
 from keras_seq.tasks.classify.data import task_data
 from keras_seq.tasks.classify.task import encode_texts
 
@@ -226,7 +230,14 @@ def export_tagger(run_dir, out_dir, printer=print, model=None, tokenizer=None,
 
 
 def check_streamable(model) -> None:
-    """Raise unless ``model`` is a classifier whose score can be updated token by token."""
+    """Raise unless ``model`` is a classifier whose score can be updated token by token:
+    a unidirectional ``pooling="last"`` :class:`~keras_seq.models.SequenceClassifier`, or
+    your own Keras model that :func:`~keras_seq.export.lm_stack.read_lm` reads with
+    ``task="classify"`` (embedding → forward recurrent layers, the last one may return
+    its last step only → an output layer over the labels)."""
+    if not isinstance(model, SequenceClassifier):
+        read_lm(model, task="classify")  # refuses what does not stream, naming the layer
+        return
     if getattr(model, "bidirectional", False):
         raise KerasSeqError(
             "cannot export a streaming step model of a bidirectional classifier: its backward "
@@ -246,12 +257,18 @@ def check_streamable(model) -> None:
 
 
 def _prefix_probs(model, ids: np.ndarray) -> np.ndarray:
-    """Keras probabilities ``(T, C)`` of every prefix ``ids[:t + 1]`` (padded batch)."""
+    """Keras probabilities ``(T, C)`` of every prefix ``ids[:t + 1]``: one padded batch for
+    a ``SequenceClassifier`` (it masks the padding), else the model called on each prefix
+    (your own model may not mask)."""
     steps = len(ids)
-    batch = np.zeros((steps, steps), np.int32)
-    for t in range(steps):
-        batch[t, :t + 1] = ids[:t + 1]
-    return np.asarray(tf.nn.softmax(model(batch, training=False), axis=-1))
+    if isinstance(model, SequenceClassifier):
+        batch = np.zeros((steps, steps), np.int32)
+        for t in range(steps):
+            batch[t, :t + 1] = ids[:t + 1]
+        return np.asarray(tf.nn.softmax(model(batch, training=False), axis=-1))
+    stack = read_lm(model, task="classify")
+    rows = [keras_probs(stack, ids[:t + 1]) for t in range(steps)]  # (C,) or (t + 1, C)
+    return np.stack([row if row.ndim == 1 else row[-1] for row in rows])
 
 
 def step_parity(model_path, model, tokenizer, texts, max_len=None) -> dict:
@@ -282,6 +299,25 @@ def _parity_texts(config, n: int) -> list[str]:
     return []
 
 
+def _classifier_source(run_dir, model, tokenizer, labels, config) -> tuple:
+    """``(origin, config, tokenizer, labels, model)`` of a classifier export: the run in
+    ``run_dir``, or the model given (``run_dir`` a Keras model, or ``model=``), checked to
+    stream."""
+    if model is None and isinstance(run_dir, keras.Model):
+        model, run_dir = run_dir, f"{type(run_dir).__name__} {run_dir.name}"
+    elif model is None:
+        # lazy: the classify and tag tasks' load_run share a name
+        from keras_seq.tasks.classify.task import load_run
+
+        config, tokenizer, labels, model = load_run(run_dir)
+    check_streamable(model)
+    if labels is None or tokenizer is None:
+        raise KerasSeqError("a classifier export needs tokenizer= (its keras-seq word "
+                            "tokenizer) and labels= (the label names, in output order)")
+    labels = labels if isinstance(labels, Labels) else Labels(list(labels))
+    return run_dir, config, tokenizer, labels, model
+
+
 def export_classifier_tflite(run_dir, out_dir, variants=("float32", "dynamic"),
                              parity_texts: int = 16, texts=None, check_parity: bool = True,
                              printer=print, model=None, tokenizer=None, labels=None,
@@ -289,8 +325,10 @@ def export_classifier_tflite(run_dir, out_dir, variants=("float32", "dynamic"),
     """Export the streaming step model of a unidirectional ``pooling="last"`` classifier.
 
     Args:
-        run_dir: a ``keras-seq train classify`` run (or pass ``model``, ``tokenizer``,
-            ``labels`` and optionally ``config`` directly).
+        run_dir: a ``keras-seq train classify`` run, or a built Keras classifier (yours:
+            :func:`check_streamable`) with ``tokenizer`` (keras-seq, word), ``labels`` (the
+            names, in output order) and parity ``texts``; or pass ``model``,
+            ``tokenizer``, ``labels`` and optionally ``config``.
         variants: a subset of :data:`STEP_VARIANTS`.
         parity_texts: how many texts of the run's test split to compare with Keras.
         texts: compare on these texts instead.
@@ -300,27 +338,25 @@ def export_classifier_tflite(run_dir, out_dir, variants=("float32", "dynamic"),
     ``manifest.json``; returns the manifest.
     """
     started = time.perf_counter()
-    if model is None:
-        # lazy: the classify and tag tasks' load_run share a name
-        from keras_seq.tasks.classify.task import load_run
-
-        config, tokenizer, labels, model = load_run(run_dir)
-    check_streamable(model)
+    run_dir, config, tokenizer, labels, model = _classifier_source(run_dir, model, tokenizer,
+                                                                   labels, config)
     bad = set(variants) - set(STEP_VARIANTS)
     if bad or not variants:
         raise KerasSeqError(f"unknown variant(s) {', '.join(sorted(bad)) or '(none given)'}; "
                             f"the streaming classifier exports {', '.join(STEP_VARIANTS)}")
-    _check_tokenizer(tokenizer, model)
-
     graphs = LMGraphs(model, output="scores")
+    _check_tokenizer(tokenizer, graphs)
+    if len(labels.list) != graphs.stack.num_outputs:
+        raise KerasSeqError(f"{len(labels.list)} labels but the model scores "
+                            f"{graphs.stack.num_outputs}; pass one label name per output")
     max_len = getattr(config, "max_len", None)
     if check_parity and texts is None:
         texts = _parity_texts(config, parity_texts) if config is not None else []
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save(out_dir)
-    described = {**graphs.describe(), "num_classes": int(model.num_classes),
-                 "pooling": model.pooling, "residual": graphs.residual}
+    described = {**graphs.describe(), "num_classes": int(graphs.stack.num_outputs),
+                 "pooling": getattr(model, "pooling", "last"), "residual": graphs.residual}
     base_meta = {"task": "classify", "labels": list(labels.list),
                  "tokenizer_fingerprint": tokenizer.fingerprint,
                  "tokenizer_file": "tokenizer.json", "run_dir": str(run_dir),

@@ -1,7 +1,9 @@
-"""Inference graphs of a :class:`~keras_seq.models.rnn_lm.RecurrentLM` with explicit state.
+"""Inference graphs of a recurrent language model with explicit state.
 
-:class:`LMGraphs` wraps a trained model (any cell: keras-seq ``rnn``/``gru``/``lstm``/``lstmp``
-or the Keras built-ins, stacked or not) and builds the functions every exporter uses:
+:class:`LMGraphs` wraps a trained model (a ``RecurrentLM`` or your own Keras model that
+:func:`~keras_seq.export.lm_stack.read_lm` reads; any cell: keras-seq
+``rnn``/``gru``/``lstm``/``lstmp`` or the Keras built-ins, stacked or not) and builds the
+functions every exporter uses:
 
 * ``step(token (B,), *states) → logits (B, V), *states``: one token, the state passed in
   and out explicitly (each layer's ``h`` and, for an LSTM, ``c``). It calls the layers'
@@ -44,6 +46,7 @@ import tensorflow as tf
 
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.fused_lstm import fused_lstm
+from keras_seq.export.lm_stack import read_lm, state_sizes
 
 
 class FrozenWeights(tf.Module):
@@ -74,52 +77,44 @@ class FrozenWeights(tf.Module):
         return frozen
 
 
-def cell_kind(model) -> str:
-    """``rnn``, ``gru``, ``lstm`` or ``lstmp`` (built-in Keras cells map to the same names)."""
-    return model.cell.replace("keras-", "")
-
-
 class LMGraphs:
-    """Explicit-state step and sequence functions of a trained ``RecurrentLM``.
+    """Explicit-state step and sequence functions of a trained recurrent language model.
 
     Args:
-        model: a built ``RecurrentLM``. Its layers are used directly (no copy), so the
-            functions read its current weights; dropout is off (``training=False``).
-            A unidirectional :class:`~keras_seq.models.classifier.SequenceClassifier`
-            works too (same ``embedding`` / ``rnns`` / ``head``; its ``residual``
-            connections are applied): its step gives the label scores after each token.
-        output: ``"logits"`` (the head's output, named ``logits``) or ``"scores"`` (its
-            softmax, named ``scores``: a streaming classifier's label probabilities).
+        model: a built ``RecurrentLM``, or any Keras model
+            :func:`~keras_seq.export.lm_stack.read_lm` reads (your own Sequential or
+            functional model: embedding → recurrent and per-token layers → output layer),
+            or its :class:`~keras_seq.export.lm_stack.LMStack`. Its layers are used
+            directly (no copy), so the functions read its current weights; dropout is off
+            (``training=False``). A unidirectional
+            :class:`~keras_seq.models.classifier.SequenceClassifier` works too (same
+            ``embedding`` / ``rnns`` / ``head``; its ``residual`` connections are applied):
+            its step gives the label scores after each token.
+        output: ``"logits"`` (the output layer's values before its activation, named
+            ``logits``) or ``"scores"`` (their softmax, named ``scores``: a streaming
+            classifier's label probabilities).
     """
 
     def __init__(self, model, output: str = "logits"):
-        if not getattr(model, "built", False):
-            raise KerasSeqError("the model is not built yet; call it once on token ids "
-                                "(or load it from a run directory) before exporting")
         if output not in ("logits", "scores"):
             raise KerasSeqError(f"unknown output {output!r}; expected 'logits' or 'scores'")
-        self.model = model
+        # "scores" is the streaming classifier's output: an N→1 model is read as one
+        self.stack = read_lm(model, task="classify" if output == "scores" else "lm")
+        self.model = self.stack.model
         self.output = output
-        self.residual = bool(getattr(model, "residual", False))
-        self.kind = cell_kind(model)
-        self.units = int(model.units)
-        proj = getattr(model, "proj_units", None) if self.kind == "lstmp" else None
+        self.residual = self.stack.residual
+        described = self.stack.describe()
+        self.kind = described["cell"]
+        self.units = int(described["units"])
+        rnns = self.stack.recurrent
+        proj = getattr(rnns[0].cell, "proj_units", None) if self.kind == "lstmp" else None
         self.proj_units = None if proj is None else int(proj)
-        self.num_layers = len(model.rnns)
-        self.vocab_size = int(model.vocab_size)
-        per_layer = ("h", "c") if self.kind in ("lstm", "lstmp") else ("h",)
-        self.state_names = [f"{s}{i}" for i in range(self.num_layers) for s in per_layer]
-        # Each state's size, from its layer's cell: (h, c) = (proj_units, units) for lstmp.
-        self._state_sizes = {}
-        for i, rnn in enumerate(model.rnns):
-            sizes = getattr(getattr(rnn, "cell", None), "state_size", None)
-            if sizes is None:  # not a plain RNN layer (e.g. Bidirectional): no step graph
-                sizes = [self.units] * len(per_layer)
-            sizes = list(sizes) if isinstance(sizes, (list, tuple)) else [sizes]
-            if len(sizes) != len(per_layer):
-                raise KerasSeqError(f"layer {i} ({rnn.name}) has {len(sizes)} states, a "
-                                    f"{self.kind} layer {len(per_layer)}; cannot export it")
-            self._state_sizes.update({f"{s}{i}": int(n) for s, n in zip(per_layer, sizes)})
+        self.num_layers = len(rnns)
+        self.vocab_size = int(self.stack.vocab_size)
+        layout = self.stack.state_layout()
+        self.state_names = [name for name, _ in layout]
+        self._state_sizes = dict(layout)
+        self._per_layer = [len(state_sizes(rnn)) for rnn in rnns]
 
     # -- description ------------------------------------------------------------------
     def state_shapes(self, batch: int = 1) -> dict[str, list[int]]:
@@ -131,9 +126,9 @@ class LMGraphs:
                 for name, shape in self.state_shapes(batch).items()}
 
     def describe(self) -> dict:
-        out = {"cell": self.kind, "keras_cell": self.model.cell, "units": self.units,
-               "num_layers": self.num_layers, "vocab_size": self.vocab_size,
-               "embed_dim": int(self.model.embed_dim), "state_names": self.state_names}
+        out = {**self.stack.describe(), "state_names": self.state_names}
+        if self.stack.source in ("RecurrentLM", "SequenceClassifier"):
+            out["keras_cell"] = self.model.cell
         if self.proj_units is not None:
             out["proj_units"] = self.proj_units
         if getattr(self.model, "softmax", "full") == "adaptive":
@@ -144,29 +139,37 @@ class LMGraphs:
         return out
 
     def fusable(self) -> bool:
-        """Whether every layer can go through the fused-LSTM composite function (plain
-        LSTMs only: TFLite's fused op here has no CIFG and no projection, so never
+        """Whether every recurrent layer can go through the fused-LSTM composite function
+        (plain LSTMs only: TFLite's fused op here has no CIFG and no projection, so never
         ``lstmp``)."""
         if self.kind != "lstm" or self.residual:
             return False
-        for rnn in self.model.rnns:
+        for rnn in self.stack.recurrent:
             cell = rnn.cell
             names = (getattr(cell.activation, "__name__", ""),
                      getattr(cell.recurrent_activation, "__name__", ""))
-            if names != ("tanh", "sigmoid") or getattr(cell, "coupled_input_forget", False):
+            if names != ("tanh", "sigmoid") or getattr(cell, "coupled_input_forget", False) \
+                    or not getattr(cell, "use_bias", True):
                 return False
         return True
 
     def _embed(self, ids):
-        # A plain gather: Keras's Embedding adds negative-index handling (LESS/SELECT on the
-        # int ids) that the int16x8 quantizer cannot calibrate.
-        table = tf.convert_to_tensor(self.model.embedding.embeddings)  # (V, E)
-        return tf.gather(table, tf.cast(ids, tf.int32))
+        """Ids ``(...)`` → ``(..., E)``: a plain gather (Keras's Embedding adds negative-index
+        handling, LESS/SELECT on the ids, that the int16x8 quantizer cannot calibrate), or
+        the one-hot row of a model that reads one-hot input."""
+        ids = tf.cast(ids, tf.int32)
+        if self.stack.embedding is None:
+            return tf.one_hot(ids, self.vocab_size)  # (..., V)
+        table = tf.convert_to_tensor(self.stack.embedding.embeddings)  # (V, E)
+        return tf.gather(table, ids)
 
     def _split_states(self, states: dict) -> list[list]:
-        per = 2 if self.kind in ("lstm", "lstmp") else 1
-        flat = [states[name] for name in self.state_names]
-        return [flat[i * per:(i + 1) * per] for i in range(self.num_layers)]
+        """The flat ``{name: state}`` as one list per recurrent layer."""
+        flat, out = [states[name] for name in self.state_names], []
+        for count in self._per_layer:
+            out.append(flat[:count])
+            flat = flat[count:]
+        return out
 
     def _join_states(self, layers: list[list]) -> dict:
         flat = [s for layer in layers for s in layer]
@@ -180,15 +183,15 @@ class LMGraphs:
         return h
 
     def _head(self, x):
-        """The output layer applied to rows: ``(B, F)`` → ``(B, V)`` as is, ``(B, T, F)``
+        """The output layer's logits on rows: ``(B, F)`` → ``(B, V)`` as is, ``(B, T, F)``
         reshaped to ``(B·T, F)`` and back. XNNPACK leaves a rank-3 ``FULLY_CONNECTED``
         (``keep_num_dims``) to LiteRT's builtin kernel: a step took 2–3× as long that way
         (docs/export-and-on-device.md, "The output layer on rows"). The step graphs keep
         the 2-D layer; in the sequence graphs the converter folds the reshapes back into a
         rank-3 one."""
         if x.shape.rank == 2:
-            return self.model.head(x)  # (B, V)
-        rows = self.model.head(tf.reshape(x, (-1, x.shape[-1])))  # (B·T, V)
+            return self.stack.logits(x)  # (B, V)
+        rows = self.stack.logits(tf.reshape(x, (-1, x.shape[-1])))  # (B·T, V)
         lead = [d if d is not None else tf.shape(x)[i] for i, d in enumerate(x.shape[:-1])]
         return tf.reshape(rows, [*lead, rows.shape[-1]])  # (B, T, V)
 
@@ -200,8 +203,12 @@ class LMGraphs:
         the step graph XNNPACK gets one partition (the recurrent matmul no longer runs
         before the embedding lookup it does not take). Other cells: their own ``call``."""
         if getattr(cell, "merges_recurrent_matmul", False):  # keras-seq's own cells
-            return cell.merged_step(x, states)
-        return cell.call(x, states, training=False)
+            h, new = cell.merged_step(x, states)
+        else:  # as keras.layers.RNN calls its cell: the states as a list
+            kwargs = {"training": False} if getattr(cell, "_call_has_training_arg", True) \
+                else {}
+            h, new = cell.call(x, list(states), **kwargs)
+        return h, list(new) if isinstance(new, (list, tuple)) else [new]
 
     def _outputs(self, logits) -> dict:
         """``{"logits": …}``, or ``{"scores": softmax}`` for ``output="scores"``."""
@@ -214,16 +221,16 @@ class LMGraphs:
         """``token (B,)`` int32 + states (see :meth:`state_shapes`) →
         ``{"logits": (B, V), **states}``
         (``"scores"`` instead of ``"logits"`` with ``output="scores"``)."""
-        m = self.model
         x = self._embed(token)  # (B, E)
-        new = []
-        for rnn, layer_states in zip(m.rnns, self._split_states(states)):
+        layer_states, new = iter(self._split_states(states)), []
+        for stage in self.stack.stages:
+            if stage.kind != "recurrent":
+                x = self.stack.pointwise(stage, x)  # (B, F)
+                continue
             # h: (B, U), or (B, P) for lstmp
-            h, next_states = self._cell_step(rnn.cell, x, list(layer_states))
+            h, next_states = self._cell_step(stage.layer.cell, x, list(next(layer_states)))
             x = self._layer_output(x, h)
-            next_states = next_states if isinstance(next_states, (list, tuple)) \
-                else [next_states]
-            new.append(list(next_states))
+            new.append(next_states)
         return {**self._outputs(self._head(x)), **self._join_states(new)}  # logits (B, V)
 
     def sequence(self, tokens, **states):
@@ -233,29 +240,28 @@ class LMGraphs:
         layers' own ``tf.while_loop`` converts to a TFLite ``WHILE`` whose body XNNPACK
         cannot reshape and whose TensorArray concatenation fails to prepare in TFLite.
         """
-        m = self.model
         x = self._embed(tokens)  # (B, T, E)
         steps = x.shape[1]
-        new = []
-        for rnn, layer_states in zip(m.rnns, self._split_states(states)):
-            layer_states, outs = list(layer_states), []
+        layer_states, new = iter(self._split_states(states)), []
+        for stage in self.stack.stages:
+            if stage.kind != "recurrent":
+                x = self.stack.pointwise(stage, x)  # (B, T, F)
+                continue
+            carried, outs = list(next(layer_states)), []
             for t in range(steps):
-                h, layer_states = self._cell_step(rnn.cell, x[:, t], layer_states)
-                layer_states = list(layer_states) if isinstance(layer_states, (list, tuple)) \
-                    else [layer_states]
+                h, carried = self._cell_step(stage.layer.cell, x[:, t], carried)
                 outs.append(h)
             x = self._layer_output(x, tf.stack(outs, axis=1))  # (B, T, U)
-            new.append(layer_states)
+            new.append(carried)
         return {**self._outputs(self._head(x)), **self._join_states(new)}
 
     # -- fused (internal state) graphs ---------------------------------------------------
-    def _fused_weights(self, rnn):
+    @staticmethod
+    def _fused_weights(rnn):
         cell = rnn.cell
         kernel = tf.convert_to_tensor(cell.kernel)
         rk = tf.convert_to_tensor(cell.recurrent_kernel)
-        bias = (tf.convert_to_tensor(cell.bias) if cell.bias is not None
-                else tf.zeros((4 * self.units,), tf.float32))
-        return kernel, rk, bias
+        return kernel, rk, tf.convert_to_tensor(cell.bias)
 
     def fused_sequence(self, tokens):
         """``tokens (B, T)`` → ``{"logits": (B, T, V)}`` through fused-LSTM composites.
@@ -265,20 +271,22 @@ class LMGraphs:
         """
         if not self.fusable():
             raise KerasSeqError(
-                f"the fused TFLite LSTM needs plain LSTM layers (tanh/sigmoid, no CIFG, no "
-                f"projection); this "
-                f"model has cell {self.model.cell!r}; export the explicit-state step model")
+                f"the fused TFLite LSTM needs plain LSTM layers (tanh/sigmoid, bias, no CIFG, "
+                f"no projection); this model has {self.kind!r} layers; export the "
+                "explicit-state step model")
         return {"logits": self._head(self._fused_hidden(tokens))}
 
     def _fused_hidden(self, tokens):
-        """The last fused layer's outputs ``(B, T, U)``."""
-        m = self.model
+        """The last stage's outputs ``(B, T, F)``."""
         x = self._embed(tokens)  # (B, T, E)
         batch = x.shape[0]
-        for rnn in m.rnns:
-            zeros = tf.zeros((batch, self.units), tf.float32)
-            _, x, _, _, _ = fused_lstm(x, zeros, zeros, *self._fused_weights(rnn))  # (B,T,U)
-        return x
+        for stage in self.stack.stages:
+            if stage.kind != "recurrent":
+                x = self.stack.pointwise(stage, x)
+                continue
+            zeros = tf.zeros((batch, state_sizes(stage.layer)[0]), tf.float32)
+            _, x, _, _, _ = fused_lstm(x, zeros, zeros, *self._fused_weights(stage.layer))
+        return x  # (B, T, U)
 
     def fused_step(self, token):
         """``token (B,)`` → ``{"logits": (B, V)}``: a length-1 fused sequence."""
@@ -313,3 +321,4 @@ class LMGraphs:
             raise KerasSeqError(f"unknown graph {graph!r}; expected step, sequence, "
                                 "step_fused or sequence_fused")
         return tf.function(fn).get_concrete_function(**specs)
+

@@ -33,10 +33,13 @@ import json
 import shutil
 from pathlib import Path
 
+import keras
 import tensorflow as tf
 
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.graphs import FrozenWeights, LMGraphs
+from keras_seq.export.lm_stack import state_sizes
+from keras_seq.export.sources import model_from_args
 from keras_seq.tasks.lm.evaluation import load_run
 
 SIGNATURES = ("score", "next_tokens", "generate", "step")
@@ -56,12 +59,18 @@ class LMServingModule(FrozenWeights):
     """The SavedModel root: frozen weights, the tokenizer's lookup table and vocabulary."""
 
     def __init__(self, model, tokenizer):
-        super().__init__(model, name="keras_seq_lm")
-        if tokenizer.vocab_size != model.vocab_size:
+        graphs = LMGraphs(model)  # refuses a model that does not stream, naming the layer
+        super().__init__(graphs.model, name="keras_seq_lm")
+        if tokenizer is None:
+            raise KerasSeqError(
+                "the SavedModel's signatures take and return text, so they need the model's "
+                "tokenizer: pass tokenizer= (a keras-seq tokenizer, e.g. make_tokenizer('word')"
+                ".fit(text) before training, or load_tokenizer('tokenizer.json'))")
+        if tokenizer.vocab_size != graphs.vocab_size:
             raise KerasSeqError(
                 f"tokenizer has {tokenizer.vocab_size} tokens but the model expects "
-                f"{model.vocab_size}; export with the run's own tokenizer.json")
-        self._graphs = LMGraphs(model)
+                f"{graphs.vocab_size}; export with the run's own tokenizer.json")
+        self._graphs = graphs
         self._tokenizer = tokenizer
         self.vocab = tf.constant(tokenizer.vocab)
         self.table = tokenizer._lookup_table()  # tracked, so it is saved with the model
@@ -182,15 +191,17 @@ def _add_dynamic_sequence(graphs: LMGraphs) -> None:
     through each layer's own loop (the same math as Keras's forward pass)."""
 
     def sequence_dynamic(tokens):
-        m = graphs.model
+        stack = graphs.stack
         x = graphs._embed(tokens)  # (B, T, E)
         batch = tf.shape(x)[0]
-        for rnn in m.rnns:
-            sizes = rnn.cell.state_size if isinstance(rnn.cell.state_size, (list, tuple)) \
-                else [rnn.cell.state_size]
-            init = [tf.zeros([batch, s]) for s in sizes]
-            _, x, _ = rnn.inner_loop(x, init, None, training=False)
-        return m.head(x)
+        for stage in stack.stages:
+            if stage.kind != "recurrent":
+                x = stack.pointwise(stage, x)  # (B, T, F)
+                continue
+            init = [tf.zeros([batch, s]) for s in state_sizes(stage.layer)]
+            _, h, _ = stage.layer.inner_loop(x, init, None, training=False)  # (B, T, U)
+            x = graphs._layer_output(x, h)
+        return stack.logits(x)  # (B, T, V)
 
     graphs.sequence_dynamic = sequence_dynamic
 
@@ -207,10 +218,19 @@ def prepare_saved_model_dir(out_dir) -> Path:
     return out_dir
 
 
-def export_saved_model(run_dir, out_dir, printer=print, model=None, tokenizer=None) -> Path:
-    """Write the SavedModel of the run in ``run_dir`` to ``out_dir`` (replaced if present)."""
-    if model is None:
-        _, tokenizer, model = load_run(run_dir)
+def export_saved_model(source, out_dir, printer=print, model=None, tokenizer=None) -> Path:
+    """Write the SavedModel of a language model to ``out_dir`` (replaced if present).
+
+    ``source``: a ``keras-seq train lm`` run directory, or a built Keras model (a
+    ``RecurrentLM`` or your own Sequential / functional model that
+    :func:`~keras_seq.export.lm_stack.read_lm` reads), then with ``tokenizer=`` (the
+    signatures take text). With ``model=`` given, ``source`` only names the origin.
+    """
+    run_dir = source
+    if model is None and isinstance(source, keras.Model):
+        model, run_dir = source, f"{type(source).__name__} {source.name}"
+    elif model is None:
+        _, tokenizer, model = load_run(source)
     out_dir = prepare_saved_model_dir(out_dir)
     module = LMServingModule(model, tokenizer)
     _add_dynamic_sequence(module._graphs)
@@ -254,6 +274,7 @@ def signature_summary(saved_dir) -> dict:
 
 
 def run_saved_model(args) -> int:
-    """``keras-seq export saved-model``."""
-    export_saved_model(args.run_dir, args.out)
+    """``keras-seq export saved-model`` (a run, or ``--model FILE.keras --tokenizer``)."""
+    source, model, tokenizer = model_from_args(args, need_tokenizer=True)
+    export_saved_model(source, args.out, model=model, tokenizer=tokenizer)
     return 0

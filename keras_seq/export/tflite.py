@@ -27,9 +27,21 @@ Each model is written as ``<graph>_<variant>.tflite`` with its metadata ``.json`
 lists every model with its size, op list and parity against Keras: max |Δlogits| on real
 validation text and the validation perplexity through the TFLite model.
 
-Example::
+``export_tflite("runs/lstm", "exports/lstm", variants=["float32", "dynamic"])`` exports a
+run; the same call takes a Keras model (docs/fit-script.md trains and exports one end to
+end):
 
-    manifest = export_tflite("runs/lstm", "exports/lstm", variants=["float32", "dynamic"])
+>>> import keras, tempfile
+>>> from keras_seq.layers import GRU
+>>> model = keras.Sequential([keras.Input((None,), dtype="int32"),
+...                           keras.layers.Embedding(12, 4), GRU(6, return_sequences=True),
+...                           keras.layers.Dense(12, activation="softmax")])
+>>> out = tempfile.mkdtemp()
+>>> manifest = export_tflite(model, out, variants=["float32"], graphs=["step"],
+...                          ids=np.arange(40) % 12, printer=lambda *a: None)
+>>> entry = manifest["models"][0]
+>>> entry["file"], entry["parity"]["max_abs_prob_diff"] < 1e-5
+('step_float32.tflite', True)
 """
 
 from __future__ import annotations
@@ -44,11 +56,20 @@ import time
 import warnings
 from pathlib import Path
 
+import keras
 import numpy as np
 import tensorflow as tf
 
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.graphs import FrozenWeights, LMGraphs
+from keras_seq.export.lm_stack import (
+    keras_outputs,
+    keras_probs,
+    keras_stream_log_probs,
+    read_lm,
+)
+from keras_seq.export.sources import model_from_args
+from keras_seq.models import RecurrentLM
 from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.runtime.metadata import write_metadata
 from keras_seq.tables import print_json
@@ -349,14 +370,42 @@ def representative_data(graphs: LMGraphs, ids, graph: str, info: dict, max_sampl
 
 
 def keras_log_probs(model, ids: np.ndarray) -> np.ndarray:
-    """Keras reference: log-probs of every next token of ``ids`` from a zero state."""
-    return evaluate_stream(model, ids)[0]
+    """Keras reference: log-probs of every next token of ``ids`` from a zero state (a
+    ``RecurrentLM`` through :func:`evaluate_stream`, any other model through its own
+    layers' loops, :func:`~keras_seq.export.lm_stack.keras_stream_log_probs`)."""
+    stack = read_lm(model)
+    if isinstance(stack.model, RecurrentLM):
+        return evaluate_stream(stack.model, ids)[0]
+    return keras_stream_log_probs(stack, ids)
 
 
 def keras_logits(model, ids: np.ndarray) -> np.ndarray:
-    """Keras logits ``(T, V)`` of a stateless pass over ``ids`` (zero initial state)."""
+    """Keras logits ``(T, V)`` of a stateless ``RecurrentLM`` pass over ``ids`` (zero
+    initial state)."""
     runner = model.clone_for_batch(1, stateful=False)
     return np.asarray(runner(np.asarray(ids, np.int32)[None], training=False))[0]
+
+
+def keras_reference(model, ids: np.ndarray) -> dict:
+    """What the exported models are checked against on ``ids``, from the zero state:
+    ``{"probs": (T, V), "logits": (T, V) or None}``. A ``RecurrentLM`` gives its logits
+    (a stateless batch-1 copy); any other model is called itself
+    (:func:`~keras_seq.export.lm_stack.keras_probs`), and gives logits only when its
+    output layer has no activation (a softmax head's output is the probabilities)."""
+    stack = read_lm(model)
+    if isinstance(stack.model, RecurrentLM):
+        logits = keras_logits(stack.model, ids).astype(np.float64)
+        return {"probs": _softmax_rows(logits), "logits": logits}
+    outputs = keras_outputs(stack, ids)
+    if stack.activation == "linear":
+        return {"probs": _softmax_rows(outputs), "logits": outputs}
+    return {"probs": keras_probs(stack, ids), "logits": None}
+
+
+def _softmax_rows(logits: np.ndarray) -> np.ndarray:
+    z = np.asarray(logits, np.float64)
+    z = np.exp(z - z.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
 
 
 def tflite_logits(path, ids: np.ndarray, tokenizer) -> np.ndarray:
@@ -380,19 +429,32 @@ def tflite_logits(path, ids: np.ndarray, tokenizer) -> np.ndarray:
     return np.concatenate(out)
 
 
-def parity(model_path, tokenizer, ref_logits: np.ndarray, logit_ids: np.ndarray,
-           val_ids: np.ndarray, ref_ppl: float) -> dict:
-    """Max |Δlogits| vs Keras on ``logit_ids`` and PPL on ``val_ids`` through the model."""
-    got = tflite_logits(model_path, logit_ids, tokenizer)
-    lm = LiteRTLM(model_path, tokenizer=tokenizer)
-    t0 = time.perf_counter()
-    logp = lm.score_ids(val_ids)
-    seconds = time.perf_counter() - t0
-    ppl = float(np.exp(-logp.mean()))
-    return {"max_abs_logit_diff": float(np.abs(got - ref_logits).max()),
-            "logit_tokens": int(len(logit_ids)), "val_tokens": int(len(logp)),
-            "val_ppl": ppl, "keras_val_ppl": ref_ppl,
-            "ppl_delta_pct": 100.0 * (ppl / ref_ppl - 1.0), "score_seconds": seconds}
+def parity(model_path, tokenizer, reference: dict, logit_ids: np.ndarray,
+           val_ids: np.ndarray, ref_ppl: float | None) -> dict:
+    """The exported model against Keras: max |Δprobabilities| (and |Δlogits| where Keras
+    gives logits) and the share of positions whose most likely next token is the same
+    (``top1_agreement``) on ``logit_ids``, and the perplexity of ``val_ids`` through the
+    model (left out without ``val_ids``). ``reference``: :func:`keras_reference` on
+    ``logit_ids`` (or Keras's logits ``(T, V)`` there)."""
+    if not isinstance(reference, dict):
+        logits = np.asarray(reference, np.float64)
+        reference = {"probs": _softmax_rows(logits), "logits": logits}
+    got = tflite_logits(model_path, logit_ids, tokenizer).astype(np.float64)
+    probs = _softmax_rows(got)
+    out = {"max_abs_prob_diff": float(np.abs(probs - reference["probs"]).max()),
+           "top1_agreement": float((probs.argmax(-1) == reference["probs"].argmax(-1)).mean()),
+           "logit_tokens": int(len(logit_ids)), "keras_val_ppl": ref_ppl}
+    if reference.get("logits") is not None:
+        out["max_abs_logit_diff"] = float(np.abs(got - reference["logits"]).max())
+    if val_ids is not None and len(val_ids) >= 2:
+        lm = LiteRTLM(model_path, tokenizer=tokenizer)
+        t0 = time.perf_counter()
+        logp = lm.score_ids(val_ids)
+        ppl = float(np.exp(-logp.mean()))
+        out.update(val_tokens=int(len(logp)), val_ppl=ppl,
+                   ppl_delta_pct=100.0 * (ppl / ref_ppl - 1.0),
+                   score_seconds=time.perf_counter() - t0)
+    return out
 
 
 # ----------------------------------------------------------------------------------------
@@ -401,7 +463,7 @@ def parity(model_path, tokenizer, ref_logits: np.ndarray, logit_ids: np.ndarray,
 
 def export_ids(config, tokenizer, calib_tokens: int = 200, parity_tokens: int = 200,
                val_tokens: int | None = None):
-    """The token ids an export uses: ``(calib_ids, logit_ids, val_ids)``.
+    """The token ids an export of a run uses: ``(calib_ids, logit_ids, val_ids)``.
 
     Calibration ids come from the training split; ``val_ids`` is the validation split (the
     end of training when there is none) capped at ``val_tokens``; ``logit_ids`` its first
@@ -411,13 +473,62 @@ def export_ids(config, tokenizer, calib_tokens: int = 200, parity_tokens: int = 
     train_ids = tokenizer.encode(corpus.text("train")[:200_000])
     val_text = corpus.text("val")
     val_ids = tokenizer.encode(val_text) if val_text.strip() else train_ids[-2000:]
-    start = np.array([tokenizer.eos_id if tokenizer.eos_id is not None
-                      else tokenizer.encode("\n")[0]], np.int32)
+    start = _start_ids(tokenizer)
     val_ids = np.concatenate([start, val_ids]).astype(np.int32)
     if val_tokens:
         val_ids = val_ids[:val_tokens + 1]
     calib_ids = np.concatenate([start, train_ids[:calib_tokens]]).astype(np.int32)
     return calib_ids, val_ids[:parity_tokens], val_ids
+
+
+def _start_ids(tokenizer) -> np.ndarray:
+    """The id a stream starts from: ``<eos>``, or ``"\\n"`` for a char tokenizer."""
+    return np.array([tokenizer.eos_id if tokenizer.eos_id is not None
+                     else tokenizer.encode("\n")[0]], np.int32)
+
+
+def given_ids(vocab_size: int, tokenizer=None, ids=None, text=None, calib_ids=None,
+              calib_tokens: int = 200, parity_tokens: int = 200,
+              val_tokens: int | None = None):
+    """The token ids an export of a model uses when they are passed directly:
+    ``(calib_ids, logit_ids, val_ids)``, or ``None`` when none were passed.
+
+    ``ids``: a held-out token stream (parity and perplexity are measured on it), or
+    ``text`` encoded with ``tokenizer`` (a line start prepended, as a stream begins);
+    ``calib_ids``: the stream that calibrates the integer variants (default: the start of
+    the held-out one). Every id must lie in ``[0, vocab_size)``.
+    """
+    if ids is None and text is None and calib_ids is None:
+        return None
+    if ids is not None and text is not None:
+        raise KerasSeqError("received both ids and text; pass the held-out stream once, as "
+                            "token ids or as text (with tokenizer=)")
+    if text is not None:
+        if tokenizer is None:
+            raise KerasSeqError("received text but no tokenizer to encode it; pass "
+                                "tokenizer= (a keras-seq tokenizer) or token ids as ids=")
+        ids = np.concatenate([_start_ids(tokenizer), tokenizer.encode(text)])
+    val = None if ids is None else _checked_ids("ids", ids, vocab_size)
+    calib = val if calib_ids is None else _checked_ids("calib_ids", calib_ids, vocab_size)
+    if val is not None and val_tokens:
+        val = val[:val_tokens + 1]
+    if val is not None and len(val) < 2:
+        raise KerasSeqError(f"the held-out stream has {len(val)} token(s); parity and "
+                            "perplexity need at least 2")
+    return calib[:calib_tokens + 1], None if val is None else val[:parity_tokens], val
+
+
+def _checked_ids(name: str, ids, vocab_size: int) -> np.ndarray:
+    """``ids`` as a 1-D int32 array, refused when not integers in ``[0, vocab_size)``."""
+    arr = np.asarray(ids)
+    if arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
+        raise KerasSeqError(f"{name} must be a non-empty sequence of integer token ids, got "
+                            f"{arr.dtype} of shape {arr.shape}")
+    arr = arr.reshape(-1)
+    if arr.min() < 0 or arr.max() >= vocab_size:
+        raise KerasSeqError(f"{name} holds ids from {int(arr.min())} to {int(arr.max())}; "
+                            f"the model's vocabulary is [0, {vocab_size})")
+    return arr.astype(np.int32)
 
 
 def _check_names(variants, graphs) -> None:
@@ -434,13 +545,13 @@ def _check_names(variants, graphs) -> None:
 
 
 def _keras_reference(model, logit_ids: np.ndarray, val_ids: np.ndarray, printer):
-    """The float Keras reference: ``(logits on logit_ids, val PPL on val_ids)``, the PPL
-    printed."""
-    ref_logits = keras_logits(model, logit_ids)
+    """The float Keras reference: ``(reference on logit_ids, val PPL on val_ids)``, the
+    PPL printed."""
+    reference = keras_reference(model, logit_ids)
     ref_ppl = float(np.exp(-keras_log_probs(model, val_ids).mean()))
     printer(f"Keras float reference: val PPL {ref_ppl:.3f} over {len(val_ids) - 1:,} "
             "tokens")
-    return ref_logits, ref_ppl
+    return reference, ref_ppl
 
 
 def _graph_variants(graph: str, variants) -> list:
@@ -465,8 +576,10 @@ def model_metadata(lm_graphs: LMGraphs, graph: str, variant: str, ginfo: dict, f
     """The metadata ``.json`` written beside one exported model (``write_metadata``): what
     :class:`~keras_seq.runtime.litert.LiteRTLM` and the web page read to run it (signature,
     state names and shapes, tokenizer fingerprint, the model's shape and ops).
-    ``ginfo``: the graph's entry of :func:`build_saved_model`; ``flat``: the model bytes."""
-    return {"tokenizer_fingerprint": tokenizer.fingerprint, "tokenizer_file": "tokenizer.json",
+    ``ginfo``: the graph's entry of :func:`build_saved_model`; ``flat``: the model bytes.
+    Without a tokenizer the model runs on token ids (``tokenizer_fingerprint`` null)."""
+    return {"tokenizer_fingerprint": tokenizer.fingerprint if tokenizer else None,
+            "tokenizer_file": "tokenizer.json" if tokenizer else None,
             "run_dir": str(run_dir), **lm_graphs.describe(), "graph": graph,
             "variant": variant, "signature": graph, "batch": ginfo["batch"],
             "length": ginfo["length"], "state_names": ginfo["state_names"],
@@ -474,6 +587,17 @@ def model_metadata(lm_graphs: LMGraphs, graph: str, variant: str, ginfo: dict, f
                              for n in ginfo["state_names"]},
             "inputs": ginfo["inputs"], "outputs": ginfo["outputs"],
             "ops": op_list(flat), "note": note, "size_bytes": len(flat)}
+
+
+def _parity_line(p: dict) -> str:
+    """The parity part of a variant's printed line."""
+    if "max_abs_logit_diff" in p:
+        diff = f"max|Δlogits| {p['max_abs_logit_diff']:.2e}"
+    else:
+        diff = f"max|Δprobs| {p['max_abs_prob_diff']:.2e}"
+    if "val_ppl" in p:
+        diff += f"  PPL {p['val_ppl']:.3f} ({p['ppl_delta_pct']:+.2f}%)"
+    return "  " + diff
 
 
 def _export_variant(saved: Path, out_dir: Path, lm_graphs: LMGraphs, graph: str,
@@ -510,51 +634,69 @@ def _export_variant(saved: Path, out_dir: Path, lm_graphs: LMGraphs, graph: str,
         meta["parity"] = entry["parity"]
         write_metadata(path, meta)
     p = entry.get("parity")
-    extra = (f"  max|Δlogits| {p['max_abs_logit_diff']:.2e}  PPL {p['val_ppl']:.3f} "
-             f"({p['ppl_delta_pct']:+.2f}%)") if p else ""
-    printer(f"  {name:<24} {len(flat) / 1024:8.1f} KiB{extra}"
+    printer(f"  {name:<24} {len(flat) / 1024:8.1f} KiB{_parity_line(p) if p else ''}"
             + (f"  [{note}]" if note else ""))
     return entry
 
 
-def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
+def export_tflite(source, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
                   seq_length: int = 32, calib_tokens: int = 200, parity_tokens: int = 200,
                   val_tokens: int | None = None, check_parity: bool = True,
-                  printer=print, model=None, tokenizer=None, config=None) -> dict:
-    """Export ``graphs`` × ``variants`` of the run in ``run_dir`` to ``out_dir``.
+                  printer=print, model=None, tokenizer=None, config=None, *,
+                  ids=None, text=None, calib_ids=None) -> dict:
+    """Export ``graphs`` × ``variants`` of a language model to ``out_dir``.
 
     Args:
-        run_dir: a ``keras-seq train lm`` run directory (or pass ``model``, ``tokenizer``
-            and ``config`` directly, e.g. in tests).
+        source: a ``keras-seq train lm`` run directory, or a built Keras model: a
+            ``RecurrentLM`` or your own Sequential / functional model (embedding →
+            recurrent and per-token layers → output layer; see
+            :func:`~keras_seq.export.lm_stack.read_lm` for what streams). With ``model=``
+            given, ``source`` only names the origin in the metadata.
+        out_dir: the folder written (created if missing).
         variants: a subset of :data:`ALL_VARIANTS`. Sequence graphs get float32 and dynamic
             only when more are asked (scoring models; the step models are the deployed ones).
         graphs: a subset of ``step``, ``step_fused``, ``sequence``, ``sequence_fused``
-            (fused graphs are skipped for non-LSTM cells).
+            (fused graphs are skipped unless every recurrent layer is a plain LSTM).
         seq_length: static window length of the sequence graphs.
-        calib_tokens: training-corpus tokens used to calibrate the integer variants.
-        parity_tokens: validation tokens on which logits are compared with Keras.
-        val_tokens: cap on the validation tokens scored for PPL (default: all).
+        calib_tokens: tokens that calibrate the integer variants.
+        parity_tokens: held-out tokens on which outputs are compared with Keras.
+        val_tokens: cap on the held-out tokens scored for PPL (default: all).
+        tokenizer: a keras-seq tokenizer, saved beside the models (``tokenizer.json``) for
+            the runtime's text methods; None: the models run on token ids.
+        config: a run's ``LMConfig``, whose corpus gives the calibration (training split)
+            and held-out (validation split) ids.
+        ids: instead of ``config``: a held-out token stream (1-D ints) for parity and
+            perplexity; ``text``: the same as text, encoded with ``tokenizer``;
+            ``calib_ids``: the calibration stream (default: the start of ``ids``).
 
+    Without ``config`` or ids, ``check_parity=False`` and float variants only.
     Returns the manifest (also written to ``out_dir/manifest.json``).
     """
     started = time.perf_counter()
-    if model is None:
-        config, tokenizer, model = load_run(run_dir)
+    run_dir = source
+    if model is None and isinstance(source, keras.Model):
+        model, run_dir = source, f"{type(source).__name__} {source.name}"
+    elif model is None:
+        config, tokenizer, model = load_run(source)
     _check_names(variants, graphs)
+    lm_graphs = LMGraphs(model)
+    _check_tokenizer(tokenizer, lm_graphs.vocab_size)
+    calib_ids, logit_ids, val_ids = _export_streams(
+        lm_graphs.vocab_size, tokenizer, config, (ids, text, calib_ids),
+        (calib_tokens, parity_tokens, val_tokens))
+    _check_data(variants, check_parity, calib_ids, val_ids)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer.save(out_dir)
-    lm_graphs = LMGraphs(model)
-
-    calib_ids, logit_ids, val_ids = export_ids(config, tokenizer, calib_tokens, parity_tokens,
-                                               val_tokens)
+    if tokenizer is not None:
+        tokenizer.save(out_dir)
 
     ref_ppl = parity_args = None
     if check_parity:
-        ref_logits, ref_ppl = _keras_reference(model, logit_ids, val_ids, printer)
-        parity_args = (tokenizer, ref_logits, logit_ids, val_ids, ref_ppl)
+        reference, ref_ppl = _keras_reference(model, logit_ids, val_ids, printer)
+        parity_args = (tokenizer, reference, logit_ids, val_ids, ref_ppl)
 
-    manifest = {"run_dir": str(run_dir), "tokenizer_fingerprint": tokenizer.fingerprint,
+    manifest = {"run_dir": str(run_dir),
+                "tokenizer_fingerprint": tokenizer.fingerprint if tokenizer else None,
                 "model": lm_graphs.describe(), "keras_val_ppl": ref_ppl, "models": []}
     with tempfile.TemporaryDirectory() as tmp:
         saved = Path(tmp) / "saved_model"
@@ -567,6 +709,37 @@ def export_tflite(run_dir, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
     manifest["export_seconds"] = time.perf_counter() - started
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
     return manifest
+
+
+def _export_streams(vocab_size: int, tokenizer, config, given: tuple, counts: tuple):
+    """``(calib_ids, logit_ids, val_ids)``: from ``given`` = ``(ids, text, calib_ids)``
+    where passed (:func:`given_ids`), else from the run's ``config`` (:func:`export_ids`),
+    else Nones. ``counts``: ``(calib_tokens, parity_tokens, val_tokens)``."""
+    streams = given_ids(vocab_size, tokenizer, *given, *counts)
+    if streams is None and config is not None:
+        streams = export_ids(config, tokenizer, *counts)
+    return streams or (None, None, None)
+
+
+def _check_tokenizer(tokenizer, vocab_size: int) -> None:
+    """A tokenizer given with a model must have the model's vocabulary size."""
+    if tokenizer is not None and tokenizer.vocab_size != vocab_size:
+        raise KerasSeqError(
+            f"the tokenizer has {tokenizer.vocab_size} tokens but the model scores "
+            f"{vocab_size}; pass the tokenizer the model was trained with")
+
+
+def _check_data(variants, check_parity: bool, calib_ids, val_ids) -> None:
+    """Refuse, before any work, an export that needs ids it was not given."""
+    how = ("pass ids= (a held-out token stream), text= (with tokenizer=) or config= (a "
+           "run's LMConfig)")
+    if check_parity and val_ids is None:
+        raise KerasSeqError(f"checking parity against Keras needs held-out token ids: {how}, "
+                            "or check_parity=False")
+    calibrated = [v for v in variants if v in INTEGER_VARIANTS]
+    if calibrated and calib_ids is None:
+        raise KerasSeqError(f"the {', '.join(calibrated)} variant(s) calibrate activation "
+                            f"ranges on real token ids: {how}, or leave them out")
 
 
 def best_demo_model(manifest: dict, tolerance_pct: float = 1.5, latencies: dict | None = None):
@@ -596,13 +769,37 @@ def copy_model(out_dir, name: str, target_dir) -> Path:
     return target_dir / f"{name}.tflite"
 
 
+def _held_out(args, tokenizer) -> dict:
+    """``export_tflite``'s ``ids``/``text`` from ``--ids``/``--data``."""
+    if getattr(args, "ids", None):
+        try:
+            return {"ids": np.load(args.ids, allow_pickle=False)}
+        except (OSError, ValueError) as err:
+            raise KerasSeqError(f"--ids {args.ids}: cannot read a .npy array ({err}); save "
+                                "the ids with numpy.save") from None
+    if getattr(args, "data", None):
+        if tokenizer is None:
+            raise KerasSeqError("--data is text, which needs --tokenizer to become ids; or "
+                                "pass the ids themselves with --ids IDS.npy")
+        path = Path(args.data)
+        if not path.is_file():
+            raise KerasSeqError(f"--data {path} is not a file; pass held-out text")
+        return {"text": path.read_text(encoding="utf-8")}
+    return {}
+
+
 def run_tflite(args) -> int:
     """``keras-seq export tflite``: the files, and one line (or ``--json``: the manifest)."""
     printer = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
-    manifest = export_tflite(args.run_dir, args.out, variants=args.variants,
+    source, model, tokenizer = model_from_args(args)
+    held_out = _held_out(args, tokenizer) if model is not None else {}
+    if model is not None and not held_out and args.parity:
+        raise KerasSeqError("--model needs held-out data for the parity checks: --data "
+                            "TEXT_FILE (with --tokenizer) or --ids IDS.npy, or --no-parity")
+    manifest = export_tflite(source, args.out, variants=args.variants,
                              graphs=args.graphs, seq_length=args.seq_length,
                              calib_tokens=args.calib_tokens, check_parity=args.parity,
-                             printer=printer)
+                             printer=printer, model=model, tokenizer=tokenizer, **held_out)
     if args.json:
         print_json(manifest)
     else:

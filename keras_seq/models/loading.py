@@ -29,13 +29,21 @@ def load_model(run_dir: str | Path, which: str = "best"):
     return load_keras_file(checkpoint_path(run_dir, which), compile=False)
 
 
-def load_keras_file(path: str | Path, compile: bool = True):
-    """A ``.keras`` file written by keras-seq, loaded in Keras's safe mode (no ``Lambda``
-    code, no class keras-seq does not register). Whatever Keras raises for a damaged or
-    foreign file becomes a :class:`KerasSeqError` naming the file."""
+RUN_FILE_HINT = ("the file is damaged or was not written by keras-seq: re-train the run")
+USER_FILE_HINT = ("a Lambda layer, or a custom class not registered with "
+                  "keras.saving.register_keras_serializable, cannot load; the file may also "
+                  "be damaged: save the model again with model.save('FILE.keras')")
+
+
+def load_keras_file(path: str | Path, compile: bool = True, hint: str = RUN_FILE_HINT):
+    """A ``.keras`` file, loaded in Keras's safe mode (no ``Lambda`` code, no class that is
+    not registered; keras-seq's are). Whatever Keras raises for a damaged or foreign file
+    becomes a :class:`KerasSeqError` naming the file, ending in ``hint``."""
     path = Path(path)
     if not path.is_file():
-        raise KerasSeqError(f"{path} does not exist; the run has no checkpoint yet")
+        where = "the run has no checkpoint yet" if hint == RUN_FILE_HINT else \
+            "save the model with model.save('FILE.keras')"
+        raise KerasSeqError(f"{path} does not exist; {where}")
     try:
         return keras.saving.load_model(path, compile=compile, safe_mode=True)
     except Exception as err:  # Keras raises ValueError, TypeError, OSError, BadZipFile…
@@ -43,5 +51,4 @@ def load_keras_file(path: str | Path, compile: bool = True):
         reason = text.splitlines()[0][:300] if text else type(err).__name__
         raise KerasSeqError(
             f"cannot load the model in {path}: {reason} (keras-seq loads .keras files in "
-            "Keras safe mode: no Lambda layers or classes it does not know; the file is "
-            "damaged or was not written by keras-seq: re-train the run)") from None
+            f"Keras safe mode: {hint})") from None

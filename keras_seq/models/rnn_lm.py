@@ -18,6 +18,7 @@ from keras_seq.layers.adaptive_softmax import (
 )
 from keras_seq.layers.seeds import explicit_seed, seeded_dropout
 from keras_seq.layers.state import reset_recurrent_states
+from keras_seq.layers.tied_logits import TiedLogits
 from keras_seq.models._build import BuildByCalling, BuiltBeforeTracing, logits_dtype
 from keras_seq.models.train_step import GradNormLogs
 
@@ -31,24 +32,6 @@ CELLS = {
     "keras-gru": layers.GRU,
     "keras-lstm": layers.LSTM,
 }
-
-
-@keras.saving.register_keras_serializable(package="keras_seq")
-class TiedLogits(layers.Layer):
-    """Output layer that reuses the embedding matrix: ``logits = h · Eᵀ + b``."""
-
-    def __init__(self, embedding: layers.Embedding, **kwargs):
-        super().__init__(**kwargs)
-        self.embedding = embedding
-
-    def build(self, input_shape):
-        self.bias = self.add_weight(
-            name="bias", shape=(self.embedding.input_dim,), initializer="zeros"
-        )
-
-    def call(self, hidden):
-        # (B, T, E) · (V, E)ᵀ → (B, T, V)
-        return ops.matmul(hidden, ops.transpose(self.embedding.embeddings)) + self.bias
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")

@@ -60,7 +60,9 @@ class LiteRTLM:
         model_path: an exported ``step`` or ``step_fused`` ``.tflite`` (``sequence`` models
             load too, for :meth:`score_ids`).
         tokenizer: a tokenizer object or path; default: the ``tokenizer.json`` named by the
-            metadata, next to the model.
+            metadata, next to the model. A model exported without a tokenizer runs on
+            token ids (:meth:`step`, :meth:`feed_ids`, :meth:`score_ids`); its text
+            methods need one passed here.
         num_threads: interpreter threads (LiteRT's default is 1).
         xnnpack: apply LiteRT's default XNNPACK delegate (``False``: builtin kernels only,
             to see which ops XNNPACK accelerates).
@@ -69,6 +71,25 @@ class LiteRTLM:
             same numbers, ~4 µs less per token. ``states`` are then live views (copy one to
             keep it), and ``interpreter.invoke()`` refuses to run while they exist: step
             with :meth:`step`. ``False``, and any model with a dynamic shape: the copies.
+
+    Example (a model exported by keras-seq; an untrained one here):
+
+    >>> import tempfile, keras
+    >>> from keras_seq.data import make_tokenizer
+    >>> from keras_seq.export import export_tflite
+    >>> from keras_seq.layers import LSTM
+    >>> tokenizer = make_tokenizer("word").fit("the cat sat on the mat\\n" * 3)
+    >>> V = tokenizer.vocab_size
+    >>> model = keras.Sequential([keras.Input((None,), dtype="int32"),
+    ...                           keras.layers.Embedding(V, 4), LSTM(6, return_sequences=True),
+    ...                           keras.layers.Dense(V)])
+    >>> out = tempfile.mkdtemp()
+    >>> _ = export_tflite(model, out, variants=["dynamic"], graphs=["step"],
+    ...                   tokenizer=tokenizer, check_parity=False, printer=lambda *a: None)
+    >>> lm = LiteRTLM(f"{out}/step_dynamic.tflite")   # its metadata and tokenizer.json beside
+    >>> micros = lm.feed_text("the cat")              # the start token, then the prompt
+    >>> len(lm.history), len(lm.suggest(2)), lm.step(3).shape
+    (3, 2, (8,))
     """
 
     def __init__(self, model_path: str | Path, tokenizer=None, num_threads: int = 1,
@@ -163,6 +184,11 @@ class LiteRTLM:
                         "to another model. Re-export it with `keras-seq export tflite`")
 
     def _load_tokenizer(self, tokenizer):
+        """The tokenizer, checked against the model's; None for a model exported without
+        one (it runs on token ids: :meth:`step`, :meth:`score_ids`, :meth:`feed_ids`)."""
+        expected = self.meta.get("tokenizer_fingerprint")
+        if tokenizer is None and expected is None and self.meta.get("tokenizer_file") is None:
+            return None
         if tokenizer is None or isinstance(tokenizer, (str, Path)):
             path = Path(tokenizer) if tokenizer is not None else \
                 self.path.parent / self.meta.get("tokenizer_file", "tokenizer.json")
@@ -172,13 +198,26 @@ class LiteRTLM:
                 "the LiteRT runtime reads word and char tokenizers without TensorFlow; a "
                 "subword (WordPiece) tokenizer needs tensorflow-text. Export a word or char "
                 "model for on-device use")
-        expected = self.meta.get("tokenizer_fingerprint")
-        if tokenizer.fingerprint != expected:
+        if expected is None:  # exported on ids: any tokenizer of the same vocabulary size
+            if tokenizer.vocab_size != int(self.meta["vocab_size"]):
+                raise KerasSeqError(
+                    f"the tokenizer has {tokenizer.vocab_size} tokens, the model "
+                    f"{self.meta['vocab_size']}: the ids would mean different tokens")
+        elif tokenizer.fingerprint != expected:
             raise KerasSeqError(
                 f"tokenizer fingerprint {tokenizer.fingerprint} does not match the model's "
                 f"{expected}: the ids would mean different tokens. Use the tokenizer.json "
                 "exported with this model")
         return tokenizer
+
+    def _text_tokenizer(self, what: str):
+        """The tokenizer, or an error saying that ``what`` needs one."""
+        if self.tokenizer is None:
+            raise KerasSeqError(
+                f"{self.path.name} was exported without a tokenizer, so it runs on token ids "
+                f"only; {what} needs one: pass tokenizer= (a keras-seq tokenizer or its "
+                "tokenizer.json) to LiteRTLM, or export with tokenizer=")
+        return self.tokenizer
 
     # -- streaming ------------------------------------------------------------------------
     def reset(self) -> None:
@@ -260,7 +299,7 @@ class LiteRTLM:
 
     def start_id(self) -> int:
         """The id a stream starts from: ``<eos>`` (a line boundary) or ``"\\n"`` for char."""
-        tok = self.tokenizer
+        tok = self._text_tokenizer("the start of a text stream")
         if tok.eos_id is not None:
             return tok.eos_id
         ids = tok.encode("\n")
@@ -271,6 +310,7 @@ class LiteRTLM:
         if text is None or not str(text).strip():
             raise KerasSeqError("the prompt is empty; type at least one word (or character) "
                                 "for the model to continue")
+        self._text_tokenizer("a text prompt")
         ids = self.tokenizer.encode(text)
         if self.tokenizer.kind == "word" and len(ids) and ids[-1] == self.tokenizer.eos_id \
                 and not text.endswith("\n"):
@@ -282,11 +322,12 @@ class LiteRTLM:
         return ids
 
     def feed_ids(self, ids) -> list[float]:
-        """Feed ids one by one (starting a stream first if none is running).
+        """Feed ids one by one (starting a stream with its start token first if none is
+        running and the model has a tokenizer; without one, the ids are the whole stream).
 
         Returns the latency of each step in microseconds.
         """
-        if not self.history:
+        if not self.history and self.tokenizer is not None:
             self.step(self.start_id())
         micros = []
         for token in ids:
@@ -300,6 +341,7 @@ class LiteRTLM:
 
     def suggest(self, k: int = 3, prefix: str = "") -> list[tuple[str, float]]:
         """The ``k`` most likely next tokens (optionally starting with ``prefix``)."""
+        self._text_tokenizer("suggesting words")
         if self.logits is None:
             self.step(self.start_id())
         skip = {self.tokenizer.pad_id, self.tokenizer.unk_id}
@@ -371,6 +413,7 @@ class LiteRTLM:
     def continue_(self, max_tokens: int, sampler: Sampler | None = None,
                   seed: int | None = None, on_token=None) -> tuple[list[int], list[float]]:
         """Sample ``max_tokens`` more ids from the current state."""
+        self._text_tokenizer("sampling text")
         sampler = sampler or TopKSampler(10)
         rng = np.random.default_rng(seed)
         if self.logits is None:

@@ -39,13 +39,34 @@ def eval_options(args) -> dict:
     return {"keyboard": args.keyboard, "suggestions": args.suggestions}
 
 
+def add_model_source_args(p, tokenizer_help: str) -> None:
+    """``--run-dir`` or ``--model FILE.keras`` (with ``--tokenizer``): what is exported."""
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--run-dir", help="a `keras-seq train lm` run directory")
+    source.add_argument("--model", metavar="FILE.keras",
+                        help="your own Keras language model saved with model.save(): "
+                        "embedding -> recurrent and per-token layers -> output layer "
+                        "(docs/fit-script.md)")
+    p.add_argument("--tokenizer", metavar="tokenizer.json", help=tokenizer_help)
+
+
 def add_saved_model_args(p) -> None:
-    p.add_argument("--run-dir", required=True, help="a `keras-seq train lm` run directory")
+    add_model_source_args(p, "with --model: the keras-seq tokenizer the model was trained "
+                          "with (the signatures take text; required)")
     p.add_argument("--out", required=True, help="SavedModel folder to write")
 
 
 def add_tflite_args(p) -> None:
-    p.add_argument("--run-dir", required=True, help="the lm run to export")
+    add_model_source_args(p, "with --model: its keras-seq tokenizer, saved beside the "
+                          "models for the runtime's text methods (without it they run on "
+                          "token ids)")
+    held_out = p.add_mutually_exclusive_group()
+    held_out.add_argument("--data", metavar="TEXT_FILE",
+                          help="with --model: held-out text (encoded with --tokenizer) for "
+                          "calibration and the parity checks")
+    held_out.add_argument("--ids", metavar="IDS.npy",
+                          help="with --model: a held-out token-id stream (a 1-D .npy) for "
+                          "calibration and the parity checks")
     p.add_argument("--out", required=True, help="folder for the .tflite files")
     p.add_argument("--variants", nargs="+", default=list(VARIANTS),
                    choices=VARIANTS + SHARED_TABLE_VARIANTS,
