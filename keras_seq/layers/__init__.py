@@ -8,7 +8,9 @@ matmul per step). ``count_params`` / ``param_table`` count weights without
 building anything. ``AdaptiveSoftmax`` is an output layer for large vocabularies
 (Grave et al. 2017). ``from_builtins`` rebuilds a model made with Keras's recurrent
 layers on these, weights copied. ``BaseCell``, ``FastRNN`` and ``CELL_ARGS`` are what a new
-cell is built from (docs/architecture.md, "How to add a cell").
+cell is built from (docs/architecture.md, "How to add a cell"). ``TiedLogits`` is an output
+layer sharing the embedding matrix; ``reset_recurrent_states`` zeroes every stateful layer
+of a model (Keras 3 has no ``Model.reset_states``).
 """
 
 from keras_seq.layers._base import BaseCell, FastRNN
@@ -20,6 +22,8 @@ from keras_seq.layers.lstm import LSTM, LSTMCell
 from keras_seq.layers.lstmp import LSTMP, LSTMPCell
 from keras_seq.layers.params import count_params, param_table, weight_shapes
 from keras_seq.layers.simple_rnn import CELL_ARGS, SimpleRNN, SimpleRNNCell
+from keras_seq.layers.state import reset_recurrent_states, stateful_layers
+from keras_seq.layers.tied_logits import TiedLogits
 
 __all__ = [
     "CELL_ARGS",
@@ -35,8 +39,11 @@ __all__ = [
     "LSTMPCell",
     "SimpleRNN",
     "SimpleRNNCell",
+    "TiedLogits",
     "count_params",
     "from_builtins",
     "param_table",
+    "reset_recurrent_states",
+    "stateful_layers",
     "weight_shapes",
 ]
