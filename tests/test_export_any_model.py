@@ -105,6 +105,8 @@ def test_own_model_streams_like_keras(trained, tmp_path, name):
     for variant, entry in entries.items():
         assert "error" not in entry, entry
         p = entry["parity"]
+        print(f"{name:<10} {variant:<8} max|dp| {p['max_abs_prob_diff']:.2e}  top-1 "
+              f"{p['top1_agreement']:.1%}  PPL {p['ppl_delta_pct']:+.3f}%")  # pytest -s
         if variant == "float32":
             assert p["max_abs_prob_diff"] <= PROB_TOLERANCE, p
         else:  # 8-bit weights move a peaked distribution by up to ~0.03 (measured 0.025)
