@@ -10,7 +10,9 @@ building anything. ``AdaptiveSoftmax`` is an output layer for large vocabularies
 layers on these, weights copied. ``BaseCell``, ``FastRNN`` and ``CELL_ARGS`` are what a new
 cell is built from (docs/architecture.md, "How to add a cell"). ``TiedLogits`` is an output
 layer sharing the embedding matrix; ``reset_recurrent_states`` zeroes every stateful layer
-of a model (Keras 3 has no ``Model.reset_states``).
+of a model (Keras 3 has no ``Model.reset_states``). Every cell, ``QATEmbedding`` and
+``QATDense`` take ``qat="int8"|"int4"``: quantization-aware training on the grid the TFLite
+export stores (:mod:`keras_seq.layers.quant`).
 """
 
 from keras_seq.layers._base import BaseCell, FastRNN
@@ -21,6 +23,8 @@ from keras_seq.layers.gru import GRU, GRUCell
 from keras_seq.layers.lstm import LSTM, LSTMCell
 from keras_seq.layers.lstmp import LSTMP, LSTMPCell
 from keras_seq.layers.params import count_params, param_table, weight_shapes
+from keras_seq.layers.qat_layers import QATDense, QATEmbedding
+from keras_seq.layers.quant import fake_quant
 from keras_seq.layers.simple_rnn import CELL_ARGS, SimpleRNN, SimpleRNNCell
 from keras_seq.layers.state import reset_recurrent_states, stateful_layers
 from keras_seq.layers.tied_logits import TiedLogits
@@ -37,10 +41,13 @@ __all__ = [
     "LSTMCell",
     "LSTMP",
     "LSTMPCell",
+    "QATDense",
+    "QATEmbedding",
     "SimpleRNN",
     "SimpleRNNCell",
     "TiedLogits",
     "count_params",
+    "fake_quant",
     "from_builtins",
     "param_table",
     "reset_recurrent_states",

@@ -35,6 +35,13 @@ from keras import activations, constraints, initializers, ops, regularizers
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
 from keras_seq.layers import dispatch
+from keras_seq.layers.quant import (
+    ActivationRanges,
+    check_qat,
+    fake_quant,
+    quantize_activation,
+    quantize_fixed,
+)
 from keras_seq.layers.seeds import explicit_seed
 
 
@@ -149,6 +156,7 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
         recurrent_dropout=0.0,
         seed=None,
         weight_dropout=0.0,
+        qat=None,
         **kwargs,
     ):
         if not isinstance(units, int) or isinstance(units, bool) or units <= 0:
@@ -180,6 +188,7 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
         self.dropout = float(dropout)
         self.recurrent_dropout = float(recurrent_dropout)
         self.weight_dropout = float(weight_dropout)
+        self.qat = check_qat(qat, type(self).__name__)
         self.seed = seed
         # explicit_seed: the state SeedGenerator(None) would have, but torch dropout uses it
         self.seed_generator = keras.random.SeedGenerator(seed=explicit_seed(seed))
@@ -197,6 +206,37 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
     def _recurrent_rows(self):
         """Rows of ``recurrent_kernel``: the size of the fed-back ``h``."""
         return self.units
+
+    #: the activation points ``qat="int8"`` rounds in ``recurrent_step`` (each cell's own)
+    ACTIVATION_POINTS: tuple[str, ...] = ()
+
+    def activation_points(self) -> tuple[str, ...]:
+        """The names of this cell's rounded activations under ``qat="int8"``."""
+        return self.ACTIVATION_POINTS
+
+    def _build_activation_ranges(self) -> None:
+        """``self.activation_ranges``: an :class:`~keras_seq.layers.quant.ActivationRanges`
+        of :meth:`activation_points` for full-integer QAT (``qat="int8"``), else None."""
+        self.activation_ranges = None
+        if self.qat != "int8":
+            return
+        names = activation_name(self.activation), activation_name(
+            getattr(self, "recurrent_activation", self.activation))
+        if names[0] != "tanh" or names[1] not in ("tanh", "sigmoid"):
+            raise ValueError(
+                f"{type(self).__name__}: qat='int8' rounds activations to the fixed ranges of "
+                f"TFLite's int8 tanh and sigmoid kernels; received activation={names[0]!r}, "
+                f"recurrent_activation={names[1]!r}. Use the defaults, or qat='int4' (weights "
+                "only)")
+        self.activation_ranges = ActivationRanges(self, self.activation_points())
+
+    def _aq(self, name: str, x):
+        """``x`` rounded at activation point ``name`` (``qat="int8"``), else ``x``."""
+        return quantize_activation(getattr(self, "activation_ranges", None), name, x)
+
+    def _aq_fixed(self, kind: str, x):
+        """A ``sigmoid``/``tanh`` output rounded to its int8 kernel's fixed range."""
+        return quantize_fixed(getattr(self, "activation_ranges", None), kind, x)
 
     def build(self, input_shape):
         input_dim = input_shape[-1]
@@ -224,6 +264,33 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
                 regularizer=self.bias_regularizer,
                 constraint=self.bias_constraint,
             )
+        self._build_activation_ranges()
+
+    # -- the weights as a step computes with them ------------------------------
+    def quantized_kernels(self):
+        """``(kernel, recurrent_kernel)`` as tensors: as they are, or with ``qat`` rounded
+        to the export grid per output column (:func:`~keras_seq.layers.quant.fake_quant`),
+        over ``[kernel; recurrent_kernel]`` stacked for a cell whose exported step
+        multiplies them as one matrix (``merges_recurrent_matmul``)."""
+        kernel, recurrent = read(self.kernel), read(self.recurrent_kernel)
+        if not self.qat:
+            return kernel, recurrent
+        if self.merges_recurrent_matmul:
+            both = fake_quant(ops.concatenate([kernel, recurrent], axis=0), self.qat)
+            rows = kernel.shape[0]
+            return both[:rows], both[rows:]
+        return fake_quant(kernel, self.qat), fake_quant(recurrent, self.qat)
+
+    def _cudnn_kernel(self):
+        """``kernel`` for the backend's fused cuDNN kernel: the variable itself, rounded
+        under ``qat``."""
+        return self.quantized_kernels()[0] if self.qat else self.kernel
+
+    def qat_weights(self) -> list:
+        """``[(variable, rounded value)]`` of the weights ``qat`` rounds: what an exporter
+        writes (:func:`~keras_seq.layers.quant.baked_values`)."""
+        kernel, recurrent = self.quantized_kernels()
+        return [(self.kernel, kernel), (self.recurrent_kernel, recurrent)]
 
     # -- the two halves of a step ----------------------------------------------
     def _input_bias(self):
@@ -234,12 +301,13 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
 
         Works for a whole sequence at once too: ``(B, T, D) -> (B, T, G·U)``.
         """
+        kernel = self.quantized_kernels()[0] if self.qat else self.kernel
         if len(inputs.shape) == 3:  # one 2-D matmul; a broadcast batch matmul is slower
             batch, steps = ops.shape(inputs)[0], ops.shape(inputs)[1]
-            x = ops.matmul(ops.reshape(inputs, (-1, inputs.shape[-1])), self.kernel)
+            x = ops.matmul(ops.reshape(inputs, (-1, inputs.shape[-1])), kernel)
             x = ops.reshape(x, (batch, steps, x.shape[-1]))
         else:
-            x = ops.matmul(inputs, self.kernel)
+            x = ops.matmul(inputs, kernel)
         bias = self._input_bias() if self.use_bias else None
         return x if bias is None else ops.add(x, bias)
 
@@ -250,7 +318,7 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
         (Wan et al. 2013; Merity et al. 2017's weight-dropped LSTM): one mask over
         ``recurrent_kernel`` per sequence, shared by every timestep and batch row.
         """
-        kernel = read(self.recurrent_kernel)
+        kernel = self.quantized_kernels()[1] if self.qat else read(self.recurrent_kernel)
         if training and self.weight_dropout > 0:
             kernel = kernel * self.get_weight_dropout_mask(kernel.dtype)  # (U, G·U)
         return {"recurrent_kernel": kernel}
@@ -274,7 +342,8 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
         raise NotImplementedError
 
     def supports_fused(self):
-        """Whether ``fused_sequence`` handles this cell's settings (activations)."""
+        """Whether ``fused_sequence`` handles this cell's settings (activations); never
+        under ``qat="int8"``, whose activations are rounded inside every step."""
         return False
 
     #: ``"lstm"`` or ``"gru"`` for cells with a fused cuDNN kernel (``cudnn_sequence``).
@@ -331,7 +400,8 @@ class BaseCell(keras.layers.Layer, DropoutRNNCell):
             return None
         params = self.step_params(training=False)
         h_tm1 = states[0]  # (B, P) for lstmp, else (B, U)
-        weights = ops.concatenate([read(self.kernel), params["recurrent_kernel"]], axis=0)
+        kernel = self.quantized_kernels()[0] if self.qat else read(self.kernel)
+        weights = ops.concatenate([kernel, params["recurrent_kernel"]], axis=0)
         z = ops.matmul(ops.concatenate([inputs, h_tm1], axis=-1), weights)  # (B, G·U)
         bias = self._input_bias() if self.use_bias else None
         z = z if bias is None else ops.add(z, bias)

@@ -99,6 +99,9 @@ def fused_kernel_blockers(layer) -> list[str]:
                        "(the fused kernel has no per-step dropout)")
     if kind == "lstm" and getattr(cell, "coupled_input_forget", False):
         reasons.append("coupled_input_forget=True (cuDNN has no CIFG LSTM)")
+    if getattr(cell, "qat", None) == "int8":
+        reasons.append("qat='int8' (activations are rounded inside every step; the fused "
+                       "kernel computes them in float)")
     if kind == "gru" and not cell.reset_after:
         reasons.append("reset_after=False (cuDNN computes the reset gate after the "
                        "recurrent matmul: reset_after=True)")

@@ -48,6 +48,7 @@ _CELL_ARGS = (
     "reset_after",
     "seed",
     "weight_dropout",
+    "qat",
 )
 
 
@@ -83,6 +84,10 @@ class GRUCell(BaseCell):
         weight_dropout: DropConnect on ``recurrent_kernel`` (one mask per sequence,
             Merity et al. 2017's weight drop); a regulariser for small corpora.
             Default 0.
+        qat: Quantization-aware training: ``"int8"`` or ``"int4"`` rounds ``kernel`` and
+            ``recurrent_kernel`` in every pass to the symmetric per-output-channel grid
+            TFLite's exporters use (:mod:`keras_seq.layers.quant`), so the exported
+            quantized model computes what was trained. Default ``None`` (float).
 
     Call arguments:
         inputs: ``(batch, features)``, one timestep.
@@ -136,8 +141,16 @@ class GRUCell(BaseCell):
             )
         return params
 
+    def activation_points(self):
+        # the outputs TFLite quantizes in an int8 step, in order (qat="int8")
+        if self.reset_after:
+            return ("xp", "h", "hp", "zr", "rh", "hin", "zh", "omz", "omz_hh")
+        return ("xp", "h", "hzr", "zr", "rh", "hr", "hin", "zh", "omz", "omz_hh")
+
     def recurrent_step(self, x_proj, states, params, rec_mask=None):
-        h_tm1 = states[0]  # (B, U)
+        aq, aq_fixed = self._aq, self._aq_fixed  # identities unless qat="int8"
+        x_proj = aq("xp", x_proj)  # (B, 3U): the input FULLY_CONNECTED's output
+        h_tm1 = aq("h", states[0])  # (B, U)
         h_rec = h_tm1 if rec_mask is None else h_tm1 * rec_mask
         gate = self.recurrent_activation
         u = self.units
@@ -146,14 +159,18 @@ class GRUCell(BaseCell):
             inner = ops.matmul(h_rec, params["recurrent_kernel"])  # (B, 3U)
             if "recurrent_bias" in params:
                 inner = inner + params["recurrent_bias"]
-            zr = gate(x_zr + inner[:, : 2 * u])  # (B, 2U)
+            inner = aq("hp", inner)
+            zr = aq_fixed("sigmoid", gate(aq("zr", x_zr + inner[:, : 2 * u])))  # (B, 2U)
             z, r = zr[:, :u], zr[:, u:]
-            hh = self.activation(x_h + r * inner[:, 2 * u :])  # (B, U)
+            candidate = aq("hin", x_h + aq("rh", r * inner[:, 2 * u :]))  # (B, U)
         else:
-            zr = gate(x_zr + ops.matmul(h_rec, params["kernel_zr"]))  # (B, 2U)
+            zr = aq_fixed("sigmoid", gate(aq("zr", x_zr + aq(
+                "hzr", ops.matmul(h_rec, params["kernel_zr"])))))  # (B, 2U)
             z, r = zr[:, :u], zr[:, u:]
-            hh = self.activation(x_h + ops.matmul(r * h_rec, params["kernel_h"]))  # (B, U)
-        h = z * h_tm1 + (1.0 - z) * hh  # (B, U)
+            recurrent = aq("hr", ops.matmul(aq("rh", r * h_rec), params["kernel_h"]))
+            candidate = aq("hin", x_h + recurrent)  # (B, U)
+        hh = aq_fixed("tanh", self.activation(candidate))  # (B, U)
+        h = aq("h", aq("zh", z * h_tm1) + aq("omz_hh", aq("omz", 1.0 - z) * hh))  # (B, U)
         return h, [h]
 
     cudnn_kind = "gru"
@@ -167,11 +184,11 @@ class GRUCell(BaseCell):
             torch_rnn = importlib.import_module("keras.src.backend.torch.rnn")
 
             return dispatch.run_torch_kernel(
-                torch_rnn._cudnn_gru, sequences, states, self.kernel,
+                torch_rnn._cudnn_gru, sequences, states, self._cudnn_kernel(),
                 params["recurrent_kernel"], self.bias, return_sequences, go_backwards)
         return backend.gru(
             sequences, states[0], mask,  # (B, T, D), (B, U), (B, T)
-            kernel=self.kernel, recurrent_kernel=params["recurrent_kernel"],
+            kernel=self._cudnn_kernel(), recurrent_kernel=params["recurrent_kernel"],
             bias=self.bias, activation=self.activation,
             recurrent_activation=self.recurrent_activation,
             return_sequences=return_sequences, go_backwards=go_backwards,
@@ -180,7 +197,8 @@ class GRUCell(BaseCell):
 
     def supports_fused(self):
         names = activation_name(self.activation), activation_name(self.recurrent_activation)
-        return names == ("tanh", "sigmoid") and fused_kernel("gru_sequence") is not None
+        return (names == ("tanh", "sigmoid") and self.qat != "int8"
+                and fused_kernel("gru_sequence") is not None)
 
     def fused_sequence(self, xs, states, params, training=False):
         hs, h = fused_kernel("gru_sequence", training)(
@@ -208,7 +226,7 @@ class GRU(FastRNN):
         recurrent_initializer, bias_initializer, kernel_regularizer,
         recurrent_regularizer, bias_regularizer, kernel_constraint,
         recurrent_constraint, bias_constraint, dropout, recurrent_dropout,
-        reset_after, seed, implementation, weight_dropout: as in :class:`GRUCell`.
+        reset_after, seed, implementation, weight_dropout, qat: as in :class:`GRUCell`.
         return_sequences: Return the whole output sequence. Default ``False``.
         return_state: Also return the final state. Default ``False``.
         go_backwards: Process the sequence backwards (outputs come reversed).
@@ -256,6 +274,7 @@ class GRU(FastRNN):
         recurrent_dropout=0.0,
         seed=None,
         weight_dropout=0.0,
+        qat=None,
         return_sequences=False,
         return_state=False,
         go_backwards=False,
@@ -285,6 +304,7 @@ class GRU(FastRNN):
             reset_after=reset_after,
             seed=seed,
             weight_dropout=weight_dropout,
+            qat=qat,
             implementation=implementation,
             dtype=kwargs.get("dtype"),
             trainable=kwargs.get("trainable", True),

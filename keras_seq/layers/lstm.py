@@ -49,6 +49,7 @@ _CELL_ARGS = (
     "seed",
     "weight_dropout",
     "coupled_input_forget",
+    "qat",
 )
 
 
@@ -85,6 +86,10 @@ class LSTMCell(BaseCell):
         weight_dropout: DropConnect on ``recurrent_kernel`` (one mask per sequence,
             Merity et al. 2017's weight drop); a regulariser for small corpora.
             Default 0.
+        qat: Quantization-aware training: ``"int8"`` or ``"int4"`` rounds ``kernel`` and
+            ``recurrent_kernel`` in every pass to the symmetric per-output-channel grid
+            TFLite's exporters use (:mod:`keras_seq.layers.quant`), so the exported
+            quantized model computes what was trained. Default ``None`` (float).
         coupled_input_forget: CIFG variant, ``i_t = 1 - f_t``. Default ``False``.
 
     Call arguments:
@@ -138,22 +143,35 @@ class LSTMCell(BaseCell):
 
         return init
 
+    def activation_points(self):
+        # the outputs TFLite quantizes in an int8 step (qat="int8"): the one
+        # FULLY_CONNECTED [x, h]·[W; R] + b, the products and sums, the states
+        return ("z", "h", "c", "fc", "ig") + (("omf",) if self.coupled_input_forget else ())
+
+    def gates(self, z, c_tm1):
+        """``(o, c)`` from the pre-activations ``z (B, G·U)`` and ``c_{t-1}``: the output
+        gate and the new cell state (rounded at each point under ``qat="int8"``)."""
+        aq, aq_fixed = self._aq, self._aq_fixed
+        act, gate = self.activation, self.recurrent_activation
+        if self.coupled_input_forget:
+            z_f, z_c, z_o = ops.split(z, 3, axis=-1)  # 3 × (B, U)
+            f = aq_fixed("sigmoid", gate(z_f))
+            i = aq("omf", 1.0 - f)
+        else:
+            z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)  # 4 × (B, U)
+            i, f = aq_fixed("sigmoid", gate(z_i)), aq_fixed("sigmoid", gate(z_f))
+        g = aq_fixed("tanh", act(z_c))
+        c = aq("c", aq("fc", f * c_tm1) + aq("ig", i * g))  # (B, U)
+        return aq_fixed("sigmoid", gate(z_o)), c
+
     def recurrent_step(self, x_proj, states, params, rec_mask=None):
-        h_tm1, c_tm1 = states  # (B, U), (B, U)
+        h_tm1, c_tm1 = self._aq("h", states[0]), self._aq("c", states[1])  # (B, U) each
         if rec_mask is not None:
             h_tm1 = h_tm1 * rec_mask
         kernel = params["recurrent_kernel"]  # None: x_proj holds h·R already (merged_step)
         z = x_proj if kernel is None else x_proj + ops.matmul(h_tm1, kernel)  # (B, G·U)
-        act, gate = self.activation, self.recurrent_activation
-        if self.coupled_input_forget:
-            z_f, z_c, z_o = ops.split(z, 3, axis=-1)  # 3 × (B, U)
-            f = gate(z_f)
-            i = 1.0 - f
-        else:
-            z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)  # 4 × (B, U)
-            i, f = gate(z_i), gate(z_f)
-        c = f * c_tm1 + i * act(z_c)  # (B, U)
-        h = gate(z_o) * act(c)  # (B, U)
+        o, c = self.gates(self._aq("z", z), c_tm1)
+        h = self._aq("h", o * self._aq_fixed("tanh", self.activation(c)))  # (B, U)
         return h, [h, c]
 
     merges_recurrent_matmul = True  # z = x·W + h·R + b: see BaseCell.merged_step
@@ -168,7 +186,7 @@ class LSTMCell(BaseCell):
             torch_rnn = importlib.import_module("keras.src.backend.torch.rnn")
 
             return dispatch.run_torch_kernel(
-                torch_rnn._cudnn_lstm, sequences, states, self.kernel,
+                torch_rnn._cudnn_lstm, sequences, states, self._cudnn_kernel(),
                 params["recurrent_kernel"], self.bias, return_sequences, go_backwards)
         if keras.backend.backend() == "jax" and go_backwards:
             # Keras's JAX lstm() flips its outputs back to input order; RNN(go_backwards=True)
@@ -177,7 +195,7 @@ class LSTMCell(BaseCell):
             sequences, go_backwards = ops.flip(sequences, axis=1), False
         return backend.lstm(
             sequences, states[0], states[1], mask,  # (B, T, D), (B, U), (B, U), (B, T)
-            kernel=self.kernel, recurrent_kernel=params["recurrent_kernel"],
+            kernel=self._cudnn_kernel(), recurrent_kernel=params["recurrent_kernel"],
             bias=self.bias, activation=self.activation,
             recurrent_activation=self.recurrent_activation,
             return_sequences=return_sequences, go_backwards=go_backwards,
@@ -185,7 +203,8 @@ class LSTMCell(BaseCell):
 
     def supports_fused(self):
         names = activation_name(self.activation), activation_name(self.recurrent_activation)
-        return names == ("tanh", "sigmoid") and fused_kernel(self.fused_kernel_name) is not None
+        return (names == ("tanh", "sigmoid") and self.qat != "int8"
+                and fused_kernel(self.fused_kernel_name) is not None)
 
     fused_kernel_name = "lstm_sequence"  # LSTMPCell: "lstmp_sequence"
 
@@ -211,7 +230,7 @@ class LSTM(FastRNN):
         kernel_initializer, recurrent_initializer, bias_initializer,
         kernel_regularizer, recurrent_regularizer, bias_regularizer,
         kernel_constraint, recurrent_constraint, bias_constraint, dropout,
-        recurrent_dropout, seed, implementation, weight_dropout, coupled_input_forget:
+        recurrent_dropout, seed, implementation, weight_dropout, coupled_input_forget, qat:
         as in :class:`LSTMCell`.
         return_sequences: Return the whole output sequence. Default ``False``.
         return_state: Also return the final ``h`` and ``c``. Default ``False``.
@@ -263,6 +282,7 @@ class LSTM(FastRNN):
         recurrent_dropout=0.0,
         seed=None,
         weight_dropout=0.0,
+        qat=None,
         coupled_input_forget=False,
         return_sequences=False,
         return_state=False,
@@ -292,6 +312,7 @@ class LSTM(FastRNN):
             recurrent_dropout=recurrent_dropout,
             seed=seed,
             weight_dropout=weight_dropout,
+            qat=qat,
             coupled_input_forget=coupled_input_forget,
             implementation=implementation,
             dtype=kwargs.get("dtype"),

@@ -21,6 +21,7 @@ from keras import constraints, initializers, ops, regularizers
 
 from keras_seq.layers._base import FastRNN, fused_kernel, read
 from keras_seq.layers.lstm import _CELL_ARGS, LSTMCell
+from keras_seq.layers.quant import fake_quant
 
 _PROJECTION_ARGS = ("projection_initializer", "projection_regularizer", "projection_constraint")
 _SERIALIZED = {
@@ -50,6 +51,7 @@ class LSTMPCell(LSTMCell):
         kernel_constraint, recurrent_constraint, bias_constraint, dropout,
         recurrent_dropout (on ``h``, ``(B, P)``), seed, weight_dropout (DropConnect on
         ``recurrent_kernel``), coupled_input_forget: as in :class:`LSTMCell`.
+        qat: as in :class:`LSTMCell`; ``projection_kernel`` is rounded too.
         projection_initializer: Initializer for ``projection_kernel``.
             Default ``"glorot_uniform"``.
         projection_regularizer: Regularizer for ``projection_kernel``. Default ``None``.
@@ -118,26 +120,27 @@ class LSTMPCell(LSTMCell):
     def step_params(self, training=False):
         # recurrent_kernel (P, G·U), DropConnect-ed when training with weight_dropout
         params = super().step_params(training=training)
-        params["projection_kernel"] = read(self.projection_kernel)  # (U, P)
+        # (U, P), rounded to the export grid under qat (per output column)
+        params["projection_kernel"] = fake_quant(read(self.projection_kernel), self.qat)
         return params
 
+    def qat_weights(self):
+        return [*super().qat_weights(),
+                (self.projection_kernel, fake_quant(read(self.projection_kernel), self.qat))]
+
+    def activation_points(self):
+        # the LSTM's, and m = o·tanh(c) before the projection (whose output is h)
+        return super().activation_points() + ("m",)
+
     def recurrent_step(self, x_proj, states, params, rec_mask=None):
-        h_tm1, c_tm1 = states  # (B, P), (B, U)
+        h_tm1, c_tm1 = self._aq("h", states[0]), self._aq("c", states[1])  # (B, P), (B, U)
         if rec_mask is not None:
             h_tm1 = h_tm1 * rec_mask  # (B, P)
         kernel = params["recurrent_kernel"]  # None: x_proj holds h·R already (merged_step)
         z = x_proj if kernel is None else x_proj + ops.matmul(h_tm1, kernel)  # (B, G·U)
-        act, gate = self.activation, self.recurrent_activation
-        if self.coupled_input_forget:
-            z_f, z_c, z_o = ops.split(z, 3, axis=-1)  # 3 × (B, U)
-            f = gate(z_f)
-            i = 1.0 - f
-        else:
-            z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)  # 4 × (B, U)
-            i, f = gate(z_i), gate(z_f)
-        c = f * c_tm1 + i * act(z_c)  # (B, U)
-        m = gate(z_o) * act(c)  # (B, U)
-        h = ops.matmul(m, params["projection_kernel"])  # (B, U) @ (U, P) -> (B, P)
+        o, c = self.gates(self._aq("z", z), c_tm1)
+        m = self._aq("m", o * self._aq_fixed("tanh", self.activation(c)))  # (B, U)
+        h = self._aq("h", ops.matmul(m, params["projection_kernel"]))  # (B, U)@(U, P) -> (B, P)
         return h, [h, c]
 
     fused_kernel_name = "lstmp_sequence"
@@ -177,7 +180,7 @@ class LSTMP(FastRNN):
         kernel_initializer, recurrent_initializer, bias_initializer,
         kernel_regularizer, recurrent_regularizer, bias_regularizer,
         kernel_constraint, recurrent_constraint, bias_constraint, dropout,
-        recurrent_dropout, seed, weight_dropout, coupled_input_forget,
+        recurrent_dropout, seed, weight_dropout, coupled_input_forget, qat,
         projection_initializer, projection_regularizer, projection_constraint: as
         in :class:`LSTMPCell`.
         return_sequences, return_state, go_backwards, stateful, unroll,
@@ -224,6 +227,7 @@ class LSTMP(FastRNN):
         seed=None,
         weight_dropout=0.0,
         coupled_input_forget=False,
+        qat=None,
         projection_initializer="glorot_uniform",
         projection_regularizer=None,
         projection_constraint=None,
@@ -255,6 +259,7 @@ class LSTMP(FastRNN):
             seed=seed,
             weight_dropout=weight_dropout,
             coupled_input_forget=coupled_input_forget,
+            qat=qat,
             projection_initializer=projection_initializer,
             projection_regularizer=projection_regularizer,
             projection_constraint=projection_constraint,

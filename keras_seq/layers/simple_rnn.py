@@ -26,6 +26,7 @@ CELL_ARGS = (
     "recurrent_dropout",
     "seed",
     "weight_dropout",
+    "qat",
 )
 
 
@@ -59,6 +60,10 @@ class SimpleRNNCell(BaseCell):
         weight_dropout: DropConnect on ``recurrent_kernel`` (one mask per sequence,
             Merity et al. 2017's weight drop); a regulariser for small corpora.
             Default 0.
+        qat: Quantization-aware training: ``"int8"`` or ``"int4"`` rounds ``kernel`` and
+            ``recurrent_kernel`` in every pass to the symmetric per-output-channel grid
+            TFLite's exporters use (:mod:`keras_seq.layers.quant`), so the exported
+            quantized model computes what was trained. Default ``None`` (float).
 
     Call arguments:
         inputs: ``(batch, features)``, one timestep.
@@ -81,19 +86,21 @@ class SimpleRNNCell(BaseCell):
         super().__init__(units, activation=activation, **kwargs)
         self.state_size = units
 
+    ACTIVATION_POINTS = ("z",)  # qat="int8": the FULLY_CONNECTED's output; h is tanh's
+
     def recurrent_step(self, x_proj, states, params, rec_mask=None):
-        h_tm1 = states[0]  # (B, U)
+        h_tm1 = self._aq_fixed("tanh", states[0])  # (B, U): h is a tanh output
         if rec_mask is not None:
             h_tm1 = h_tm1 * rec_mask
         kernel = params["recurrent_kernel"]  # None: x_proj holds h·R already (merged_step)
         z = x_proj if kernel is None else x_proj + ops.matmul(h_tm1, kernel)  # (B, U)
-        h = self.activation(z)  # (B, U)
+        h = self._aq_fixed("tanh", self.activation(self._aq("z", z)))  # (B, U)
         return h, [h]
 
     merges_recurrent_matmul = True  # z = x·W + h·R + b: see BaseCell.merged_step
 
     def supports_fused(self):
-        return (activation_name(self.activation) in ("tanh", "relu")
+        return (activation_name(self.activation) in ("tanh", "relu") and self.qat != "int8"
                 and fused_kernel("simple_rnn_sequence") is not None)
 
     def fused_sequence(self, xs, states, params, training=False):
@@ -117,7 +124,7 @@ class SimpleRNN(FastRNN):
         use_bias, kernel_initializer, recurrent_initializer, bias_initializer,
         kernel_regularizer, recurrent_regularizer, bias_regularizer,
         kernel_constraint, recurrent_constraint, bias_constraint, dropout,
-        recurrent_dropout, seed, weight_dropout: as in :class:`SimpleRNNCell`.
+        recurrent_dropout, seed, weight_dropout, qat: as in :class:`SimpleRNNCell`.
         return_sequences: Return the whole output sequence instead of the last
             output. Default ``False``.
         return_state: Also return the final state. Default ``False``.
@@ -164,6 +171,7 @@ class SimpleRNN(FastRNN):
         recurrent_dropout=0.0,
         seed=None,
         weight_dropout=0.0,
+        qat=None,
         return_sequences=False,
         return_state=False,
         go_backwards=False,
@@ -188,6 +196,7 @@ class SimpleRNN(FastRNN):
             recurrent_dropout=recurrent_dropout,
             seed=seed,
             weight_dropout=weight_dropout,
+            qat=qat,
             dtype=kwargs.get("dtype"),
             trainable=kwargs.get("trainable", True),
             name="simple_rnn_cell",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
+from keras_seq.layers.quant import ActivationRanges, quantize_activation
+
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class TiedLogits(layers.Layer):
@@ -42,10 +44,24 @@ class TiedLogits(layers.Layer):
         self.bias = self.add_weight(
             name="bias", shape=(self.embedding.input_dim,), initializer="zeros"
         )
+        self.activation_ranges = None
+        if getattr(self.embedding, "qat", None) == "int8":  # full-integer QAT: the logits
+            self.activation_ranges = ActivationRanges(self, ("logits",))
+
+    def table(self):
+        """The shared ``(V, E)`` matrix as this layer multiplies by it (rounded per row for
+        a :class:`~keras_seq.layers.QATEmbedding` under ``qat``)."""
+        rounded = getattr(self.embedding, "weight_table", None)
+        return rounded() if rounded is not None else self.embedding.embeddings
+
+    def quantize_output(self, logits):
+        """The logits rounded to their tracked range (full-integer QAT), else as they are."""
+        return quantize_activation(getattr(self, "activation_ranges", None), "logits", logits)
 
     def call(self, hidden):
         # (..., E) · (V, E)ᵀ → (..., V)
-        return ops.matmul(hidden, ops.transpose(self.embedding.embeddings)) + self.bias
+        return self.quantize_output(
+            ops.matmul(hidden, ops.transpose(self.table())) + self.bias)
 
     def compute_output_shape(self, input_shape):
         return (*input_shape[:-1], self.embedding.input_dim)

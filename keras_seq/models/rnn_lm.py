@@ -16,6 +16,8 @@ from keras_seq.layers.adaptive_softmax import (
     check_cutoffs,
     two_outcome_logits,
 )
+from keras_seq.layers.qat_layers import QATDense, QATEmbedding
+from keras_seq.layers.quant import check_qat
 from keras_seq.layers.seeds import explicit_seed, seeded_dropout
 from keras_seq.layers.state import reset_recurrent_states
 from keras_seq.layers.tied_logits import TiedLogits
@@ -72,6 +74,12 @@ class RecurrentLM(GradNormLogs, BuildByCalling, BuiltBeforeTracing, keras.Model)
             ``features // div_value^(i+1)``.
         init_scale: if set, initialise every weight uniformly in ``[-s, s]`` (PTB recipe).
         unit_forget_bias: LSTM forget-gate bias starts at 1.
+        qat: quantization-aware training, ``"int8"`` or ``"int4"``: the embedding table,
+            every recurrent layer's kernels and a dense output layer are rounded in each
+            pass to the per-channel grid the TFLite export stores
+            (:mod:`keras_seq.layers.quant`); usually a fine-tune of a float model
+            (``keras-seq train lm --init-from RUN --qat int4``). Keras-seq cells and the
+            full softmax only.
 
     Call arguments:
         inputs: int ids ``(B, T)``.
@@ -101,9 +109,10 @@ class RecurrentLM(GradNormLogs, BuildByCalling, BuiltBeforeTracing, keras.Model)
                  variational_dropout: bool = False, embed_dropout: float = 0.0,
                  weight_dropout: float = 0.0, proj_units: int | None = None,
                  coupled_input_forget: bool = False, softmax: str = "full",
-                 cutoffs=None, div_value: float = 4.0, **kwargs):
+                 cutoffs=None, div_value: float = 4.0, qat: str | None = None, **kwargs):
         super().__init__(**kwargs)
         _check_cell(cell, units, proj_units, coupled_input_forget)
+        _check_qat(qat, cell, softmax)
         _check_sizes(vocab_size, embed_dim, units, num_layers, cell, tie_weights, proj_units,
                      softmax, cutoffs)
         _check_rates(cell, dropout, embed_dropout, weight_dropout)
@@ -117,14 +126,18 @@ class RecurrentLM(GradNormLogs, BuildByCalling, BuiltBeforeTracing, keras.Model)
         self.softmax = softmax
         self.cutoffs = None if cutoffs is None else check_cutoffs(cutoffs, vocab_size)
         self.div_value = float(div_value)
+        self.qat = qat
 
         # The sub-layers in the order their weights are saved (and the seeds drawn):
         # embedding, recurrent layers, dropouts, embedding-dropout seed, output head.
-        self.embedding = layers.Embedding(vocab_size, embed_dim,
-                                          embeddings_initializer=_embedding_init(init_scale),
-                                          name="embedding")
+        embedding_init = _embedding_init(init_scale)
+        self.embedding = (QATEmbedding(vocab_size, embed_dim, qat=qat, name="embedding",
+                                       embeddings_initializer=embedding_init) if qat else
+                          layers.Embedding(vocab_size, embed_dim, name="embedding",
+                                           embeddings_initializer=embedding_init))
         self.rnns = _recurrent_stack(cell, units, proj_units, num_layers, stateful, init_scale,
-                                     unit_forget_bias, weight_dropout, coupled_input_forget)
+                                     unit_forget_bias, weight_dropout, coupled_input_forget,
+                                     qat)
         # Locked dropout: the mask has shape (B, 1, features), shared over time.
         noise_shape = (None, 1, None) if variational_dropout else None
         self.drops = [seeded_dropout(dropout, noise_shape=noise_shape)
@@ -132,7 +145,7 @@ class RecurrentLM(GradNormLogs, BuildByCalling, BuiltBeforeTracing, keras.Model)
         if self.embed_dropout > 0:
             self.embed_drop_seed = keras.random.SeedGenerator(explicit_seed())
         self.head = _output_head(softmax, vocab_size, self.cutoffs, self.div_value, tie_weights,
-                                 self.embedding, init_scale, cell)
+                                 self.embedding, init_scale, cell, qat)
 
     def call(self, inputs, training=None):
         x = self.embedding(inputs)  # (B, T, E)
@@ -211,7 +224,7 @@ class RecurrentLM(GradNormLogs, BuildByCalling, BuiltBeforeTracing, keras.Model)
                 "embed_dropout": self.embed_dropout, "weight_dropout": self.weight_dropout,
                 "proj_units": self.proj_units,
                 "coupled_input_forget": self.coupled_input_forget, "softmax": self.softmax,
-                "cutoffs": self.cutoffs, "div_value": self.div_value}
+                "cutoffs": self.cutoffs, "div_value": self.div_value, "qat": self.qat}
 
 
 def _per_replica(loss):
@@ -272,6 +285,18 @@ def _check_cell(cell, units, proj_units, coupled_input_forget) -> None:
                          f"('lstm' or 'lstmp'), got cell={cell!r}")
 
 
+def _check_qat(qat, cell, softmax) -> None:
+    """``qat`` and what it goes with: raise ``ValueError`` saying what is wrong and how to
+    fix it."""
+    check_qat(qat, "RecurrentLM")
+    if qat and cell.startswith("keras-"):
+        raise ValueError(f"qat={qat!r} rounds keras-seq cells' weights; cell={cell!r} is Keras's "
+                         "own layer: use cell='" + cell.replace("keras-", "") + "'")
+    if qat and softmax != "full":
+        raise ValueError(f"qat={qat!r} exports the full softmax's output layer; "
+                         f"softmax={softmax!r} has no quantized export: use softmax='full'")
+
+
 def _check_sizes(vocab_size, embed_dim, units, num_layers, cell, tie_weights, proj_units,
                  softmax, cutoffs) -> None:
     """Weight tying against the recurrent output size, the softmax and the layer count:
@@ -319,9 +344,12 @@ def _embedding_init(init_scale):
 
 
 def _recurrent_stack(cell, units, proj_units, num_layers, stateful, init_scale,
-                     unit_forget_bias, weight_dropout, coupled_input_forget) -> list:
+                     unit_forget_bias, weight_dropout, coupled_input_forget,
+                     qat=None) -> list:
     """The ``num_layers`` recurrent layers ``{cell}_0``, ``{cell}_1``…, in order."""
     rnn_kwargs = {"return_sequences": True, "stateful": stateful}
+    if qat:
+        rnn_kwargs["qat"] = qat
     if cell.endswith(("lstm", "lstmp")):
         rnn_kwargs["unit_forget_bias"] = unit_forget_bias and init_scale is None
     if weight_dropout:
@@ -336,7 +364,7 @@ def _recurrent_stack(cell, units, proj_units, num_layers, stateful, init_scale,
 
 
 def _output_head(softmax, vocab_size, cutoffs, div_value, tie_weights, embedding, init_scale,
-                 cell):
+                 cell, qat=None):
     """The output layer ``logits``: an adaptive softmax, the embedding tied, or a dense layer."""
     if softmax == "adaptive":  # the same U(±0.1) start as the dense head below
         return AdaptiveSoftmax(vocab_size, cutoffs, div_value=div_value,
@@ -356,4 +384,6 @@ def _output_head(softmax, vocab_size, cutoffs, div_value, tie_weights, embedding
                  "bias_initializer": _uniform_inits(init_scale, cell)["bias_initializer"]}
                 if _uniform_inits(init_scale, cell) else
                 {"kernel_initializer": keras.initializers.RandomUniform(-0.1, 0.1)})
+    if qat:
+        return QATDense(vocab_size, qat=qat, name="logits", dtype=logits_dtype(), **out_init)
     return layers.Dense(vocab_size, name="logits", dtype=logits_dtype(), **out_init)
