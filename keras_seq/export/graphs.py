@@ -47,6 +47,7 @@ import tensorflow as tf
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.fused_lstm import fused_lstm
 from keras_seq.export.lm_stack import read_lm, state_sizes
+from keras_seq.layers.quant import baked, baked_values
 
 
 class FrozenWeights(tf.Module):
@@ -58,11 +59,17 @@ class FrozenWeights(tf.Module):
     them into constants (Keras 3 variables stay ``VAR_HANDLE``/``READ_VARIABLE`` resources
     and force ``BATCH_MATMUL`` instead of ``FULLY_CONNECTED``). The fused-LSTM composite
     then receives tensors read from variables, the form the converter fuses.
+
+    A weight that a quantization-aware layer rounds (``qat``) is copied rounded, and the
+    functions are traced with the rounding off (:func:`~keras_seq.layers.quant.baked`):
+    the exported graph holds the rounded matrices as they are, which the quantizers then
+    store as exactly the trained integers.
     """
 
     def __init__(self, model, name: str = "frozen_weights"):
         super().__init__(name=name)
-        self.values = [tf.Variable(np.asarray(v.numpy()), trainable=False,
+        rounded = baked_values(model)
+        self.values = [tf.Variable(rounded.get(id(v), np.asarray(v.numpy())), trainable=False,
                                    name=v.path.replace("/", "__"))
                        for v in model.weights]
         self._keras_variables = tuple(model.weights)
@@ -71,7 +78,7 @@ class FrozenWeights(tf.Module):
         def frozen(*args, **kwargs):
             mapping = [(kv, tf.convert_to_tensor(tv))
                        for kv, tv in zip(self._keras_variables, self.values)]
-            with keras.StatelessScope(state_mapping=mapping):
+            with keras.StatelessScope(state_mapping=mapping), baked():
                 return fn(*args, **kwargs)
 
         return frozen
@@ -160,7 +167,7 @@ class LMGraphs:
         ids = tf.cast(ids, tf.int32)
         if self.stack.embedding is None:
             return tf.one_hot(ids, self.vocab_size)  # (..., V)
-        table = tf.convert_to_tensor(self.stack.embedding.embeddings)  # (V, E)
+        table = tf.convert_to_tensor(self.stack.table())  # (V, E)
         return tf.gather(table, ids)
 
     def _split_states(self, states: dict) -> list[list]:

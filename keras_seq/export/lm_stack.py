@@ -156,17 +156,38 @@ class LMStack:
             return layer(x, training=False)  # Dense works on any rank: 2-D stays 2-D
         return layer(x[:, None], training=False)[:, 0]  # (B, 1, F) → (B, F')
 
+    def table(self):
+        """The input embedding table ``(V, E)`` as the model computes with it (rounded
+        for a :class:`~keras_seq.layers.QATEmbedding` under ``qat``)."""
+        rounded = getattr(self.embedding, "quantized_table", None)
+        return rounded() if rounded is not None else self.embedding.embeddings
+
     def logits(self, x):
         """The output layer's pre-activation values: ``(..., F)`` → ``(..., V)``."""
         head = self.head
         if self.head_call == "dense":
             if isinstance(head, keras.layers.TimeDistributed):
                 head = head.layer
-            out = ops.matmul(x, head.kernel)
-            return out + head.bias if head.use_bias else out
+            rounded = getattr(head, "quantized_kernel", None)  # a QATDense under qat
+            out = ops.matmul(x, rounded() if rounded is not None else head.kernel)
+            out = out + head.bias if head.use_bias else out
+            quantize = getattr(head, "quantize_output", None)  # full-integer QAT's logits
+            return quantize(out) if quantize is not None else out
         if self.head_call == "reverse":
             return head(x, reverse=True)
         return head(x)
+
+    @property
+    def qat(self) -> str | None:
+        """The model's quantization-aware training mode (``"int8"``, ``"int4"``, None)."""
+        modes = {getattr(layer, "qat", None)
+                 for layer in self.model._flatten_layers(include_self=True, recursive=True)}
+        modes.discard(None)
+        if len(modes) > 1:
+            raise UnsupportedModelError(
+                f"model {self.model.name!r} mixes qat modes {sorted(modes)}; train every "
+                "layer for the one TFLite variant it will be exported to")
+        return modes.pop() if modes else None
 
     def describe(self) -> dict:
         """What the export's metadata says about the model."""
@@ -182,6 +203,8 @@ class LMStack:
             out["input"] = "one_hot"
         if self.activation != "linear":
             out["output_activation"] = self.activation
+        if self.qat:
+            out["qat"] = self.qat
         return out
 
 

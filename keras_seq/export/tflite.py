@@ -113,7 +113,7 @@ def build_saved_model(graphs: LMGraphs, directory: str | Path, graph_names,
 
 
 def _converter(saved_dir, signature: str, variant: str, representative=None,
-               fallback: bool = False, per_channel: bool = True):
+               fallback: bool = False, per_channel: bool = True, learned_ranges: bool = False):
     conv = tf.lite.TFLiteConverter.from_saved_model(str(saved_dir), signature_keys=[signature])
     conv._experimental_disable_per_channel = not per_channel  # see PER_TENSOR_RETRY
     if variant == "float32":
@@ -124,6 +124,11 @@ def _converter(saved_dir, signature: str, variant: str, representative=None,
     elif variant == "dynamic":
         pass
     elif variant in ("int8", "int16x8"):
+        if learned_ranges:  # full-integer QAT: the graph's FakeQuant ops carry the ranges
+            if variant != "int8":
+                raise KerasSeqError(f"a model trained with qat='int8' exports int8, not "
+                                    f"{variant}")
+            return conv  # integer kernels wherever a range is known (float_ops checks)
         if representative is None:
             raise KerasSeqError(f"the {variant} variant needs calibration data")
         conv.representative_dataset = representative
@@ -173,8 +178,13 @@ def _converting():
             gc.unfreeze()
 
 
-def convert(saved_dir, signature: str, variant: str, representative=None) -> tuple[bytes, str]:
+def convert(saved_dir, signature: str, variant: str, representative=None,
+            learned_ranges: bool = False) -> tuple[bytes, str]:
     """Convert one signature; returns ``(flatbuffer, note)``.
+
+    ``learned_ranges``: the graph holds ``FakeQuantWithMinMaxVars`` ops at every quantized
+    activation (a ``qat="int8"`` model): the ``int8`` variant takes its ranges from them,
+    with no calibration data.
 
     Integer variants first try integer kernels only; if the converter refuses, they retry
     with float fallback for the ops that have none, and the note says so. The converter
@@ -189,9 +199,10 @@ def convert(saved_dir, signature: str, variant: str, representative=None) -> tup
         return quantize_shared_table(flat, SHARED_TABLE_VARIANTS[variant]), ""
     with _converting():
         try:
-            flat, note = _converter(saved_dir, signature, variant, representative).convert(), ""
+            flat, note = _converter(saved_dir, signature, variant, representative,
+                                    learned_ranges=learned_ranges).convert(), ""
         except Exception as err:  # noqa: BLE001 - the converter raises many kinds
-            if variant not in INTEGER_VARIANTS:
+            if variant not in INTEGER_VARIANTS or learned_ranges:
                 raise
             first = str(err).strip().splitlines()[-1][:200] if str(err).strip() else repr(err)
             if PER_TENSOR_RETRY in first:
@@ -610,13 +621,14 @@ def _export_variant(saved: Path, out_dir: Path, lm_graphs: LMGraphs, graph: str,
     ``(tokenizer, run_dir)`` for the metadata."""
     t0 = time.perf_counter()
     rep = None
-    if variant in ("int8", "int16x8"):
+    learned = lm_graphs.stack.qat == "int8" and variant == "int8"  # ranges in the graph
+    if variant in ("int8", "int16x8") and not learned:
         calib_ids, calib_tokens = calib
         rep = representative_data(lm_graphs, calib_ids, graph, ginfo, calib_tokens)
     name = f"{graph}_{variant}"
     path = out_dir / f"{name}.tflite"
     try:
-        flat, note = convert(saved, graph, variant, rep)
+        flat, note = convert(saved, graph, variant, rep, learned_ranges=learned)
     except Exception as err:  # noqa: BLE001 - report and go on
         msg = str(err).strip().splitlines()[-1][:300] if str(err).strip() else \
             repr(err)
@@ -680,6 +692,7 @@ def export_tflite(source, out_dir, variants=VARIANTS, graphs=DEFAULT_GRAPHS,
         config, tokenizer, model = load_run(source)
     _check_names(variants, graphs)
     lm_graphs = LMGraphs(model)
+    variants, graphs = _qat_plan(lm_graphs.stack.qat, variants, graphs, printer)
     _check_tokenizer(tokenizer, lm_graphs.vocab_size)
     calib_ids, logit_ids, val_ids = _export_streams(
         lm_graphs.vocab_size, tokenizer, config, (ids, text, calib_ids),
@@ -719,6 +732,31 @@ def _export_streams(vocab_size: int, tokenizer, config, given: tuple, counts: tu
     if streams is None and config is not None:
         streams = export_ids(config, tokenizer, *counts)
     return streams or (None, None, None)
+
+
+#: the variants a quantization-aware model exports: the one it trained for (its integers
+#: exactly) and, for int4, float32 (the same rounded weights in float, to check against)
+#: (an int8 model has no float32 one: the converter makes its FakeQuant ops integer anyway)
+QAT_VARIANTS = {"int8": ("int8",), "int4": ("float32", "int4")}
+
+
+def _qat_plan(qat: str | None, variants, graphs, printer) -> tuple:
+    """``(variants, graphs)`` of a quantization-aware model: a variant it did not train
+    for is refused; graphs other than ``step`` are left out, saying so."""
+    if qat is None:
+        return variants, graphs
+    wrong = [v for v in variants if v not in QAT_VARIANTS[qat]]
+    if wrong:
+        what = "int8 weights and activations" if qat == "int8" else "int4 weights"
+        raise KerasSeqError(
+            f"this model was trained with qat={qat!r} ({what}); it exports "
+            f"{' and '.join(QAT_VARIANTS[qat])}, not {', '.join(wrong)}: another variant "
+            "would round it to another grid. Export the float run for those")
+    dropped = [g for g in graphs if g != "step"]
+    if dropped:
+        printer(f"note: a qat={qat!r} model exports its step graph; left out: "
+                f"{', '.join(dropped)}")
+    return variants, [g for g in graphs if g == "step"]
 
 
 def _check_tokenizer(tokenizer, vocab_size: int) -> None:
