@@ -79,6 +79,10 @@ RESERVED_MINUTES = 2.5  # of the overall budget, for every stage but training (t
 # epochs at load 3 (val PPL 80.9, 15% target missed), more on a quieter machine, and so a
 # different model and verdict on each machine.
 DEMO_EPOCHS = 8
+# --qat: a quantization-aware fine-tune of the trained LM (docs/export-and-on-device.md,
+# "Quantization-aware training"): one epoch at a sixth of the training learning rate
+QAT_EPOCHS = 1
+QAT_LR = 5e-4
 GENERATION_CHECK_TOKENS = 300
 # The streamed models: explicit-state steps in every variant, and the fused LSTM op
 # (float32, plain LSTMs only) to compare with them.
@@ -283,14 +287,15 @@ def _generation_check(model_path, tokens: int = GENERATION_CHECK_TOKENS) -> dict
 def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | None = None,
                  bench_tokens: int = 1000, printer=print, lstm_overrides: dict | None = None,
                  variants=None, data_dir=None, split_ratio: str | None = None,
-                 rounds: int = 3, epochs: int = DEMO_EPOCHS) -> dict:
+                 rounds: int = 3, epochs: int = DEMO_EPOCHS, qat: str | None = None,
+                 qat_epochs: int = QAT_EPOCHS, qat_lr: float = QAT_LR) -> dict:
     """Run every stage into ``out``; returns the summary (also ``out/pipeline.json``).
 
     The LM trains ``epochs`` epochs; ``minutes``, if given, caps the whole job (training
-    gets all but :data:`RESERVED_MINUTES` of it and may stop mid-epoch)."""
+    gets all but :data:`RESERVED_MINUTES` of it and may stop mid-epoch). ``qat``
+    (``"int8"``, ``"int4"``): a quantization-aware fine-tune (:func:`_qat_stage`) joins the
+    candidates the shipped model is chosen from."""
     # lazy: loads Keras, TensorFlow only when this runs
-    from keras_seq.export.saved_model import export_saved_model
-    from keras_seq.export.tflite import export_tflite
     from keras_seq.tasks.lm.evaluation import perplexity_of_run
     from keras_seq.tasks.lm.task import train_lm
 
@@ -317,15 +322,15 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     _say_lstm(config, train_minutes, printer)
     train_results = train_lm(config, out / "run", verbose=2, printer=printer)
     stages["train_lstm"] = time.perf_counter() - t
+    if qat:
+        _qat_stage(out, qat, qat_epochs, qat_lr, stage, stages, printer)
     lstm_val = perplexity_of_run(out / "run", "val")
     comparable, why, ratio = _lstm_vs_ngram(lstm_val, ngram, train_results, printer,
                                             config.cell.upper())
 
     # 3. exports
     t = stage("3/6 export SavedModel + TFLite")
-    export_saved_model(out / "run", out / "saved_model", printer=printer)
-    manifest = export_tflite(out / "run", out / "tflite", variants=variants or PIPELINE_VARIANTS,
-                             graphs=EXPORT_GRAPHS, printer=printer)
+    manifest = _export_stage(out, variants or PIPELINE_VARIANTS, qat, printer)
     stages["export"] = time.perf_counter() - t
     chosen, reason = _shipped_model(manifest, ng.ppl, printer)
 
@@ -359,6 +364,53 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     }
     _write_summary(out, summary, manifest, report, printer)
     return summary
+
+
+def _qat_stage(out: Path, qat: str, epochs: int, lr: float, stage, stages: dict,
+               printer) -> None:
+    """Stage 2b: the trained LM fine-tuned with ``qat`` for ``epochs`` at ``lr`` into
+    ``out/run_qat`` (:func:`~keras_seq.tasks.lm.task.finetune_lm`)."""
+    # lazy: loads Keras, TensorFlow only when this runs
+    from keras_seq.tasks.lm.task import finetune_lm
+
+    t = stage(f"2b/6 quantization-aware fine-tune: qat={qat}, {epochs} epoch(s) at lr {lr:g}")
+    finetune_lm(out / "run", out / "run_qat", qat, epochs, lr, printer)
+    stages["train_qat"] = time.perf_counter() - t
+
+
+def _export_stage(out: Path, variants, qat: str | None, printer) -> dict:
+    """Stage 3: the SavedModel, the TFLite ``variants`` of :data:`EXPORT_GRAPHS` and the
+    QAT run's step model (:func:`_add_qat_models`); returns the TFLite manifest."""
+    # lazy: loads TensorFlow only when this runs
+    from keras_seq.export.saved_model import export_saved_model
+    from keras_seq.export.tflite import export_tflite
+
+    export_saved_model(out / "run", out / "saved_model", printer=printer)
+    manifest = export_tflite(out / "run", out / "tflite", variants=variants,
+                             graphs=EXPORT_GRAPHS, printer=printer)
+    return _add_qat_models(out, manifest, qat, printer) if qat else manifest
+
+
+def _add_qat_models(out: Path, manifest: dict, qat: str, printer) -> dict:
+    """The QAT run's step model in its variant, exported beside the others as
+    ``step_<variant>_qat`` and added to ``out/tflite/manifest.json``; returns the manifest."""
+    # lazy: loads TensorFlow only when this runs
+    from keras_seq.export.tflite import export_tflite
+
+    staging = out / "tflite_qat"
+    qat_manifest = export_tflite(out / "run_qat", staging, variants=[qat], graphs=["step"],
+                                 printer=printer)
+    for entry in qat_manifest["models"]:
+        if "error" in entry:
+            printer(f"  {entry['name']} (qat) did not convert: {entry['error']}")
+            continue
+        name = f"{entry['name']}_qat"
+        for suffix in (".tflite", ".json"):
+            shutil.copy2(staging / f"{entry['name']}{suffix}", out / "tflite" / f"{name}{suffix}")
+        manifest["models"].append({**entry, "name": name, "file": f"{name}.tflite",
+                                   "qat": qat, "run_dir": str(out / "run_qat")})
+    (out / "tflite" / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
+    return manifest
 
 
 def _make_out_dir(out: Path) -> None:

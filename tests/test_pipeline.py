@@ -14,7 +14,7 @@ TINY_LSTM = dict(embed_dim=12, units=12, batch_size=4, bptt=6, max_steps_per_epo
                  epochs=1)
 
 
-def _check_pipeline(out, summary, said, variants):
+def _check_pipeline(out, summary, said, variants, qat=None):
     assert summary["comparable"], summary["comparable_note"]
     assert summary["lstm"]["val"]["fingerprint"]["tokenizer"] == \
         summary["ngram"]["val"]["fingerprint"]["tokenizer"]
@@ -28,13 +28,14 @@ def _check_pipeline(out, summary, said, variants):
         assert (out / path).exists(), path
     saved = json.loads((out / "pipeline.json").read_text())
     assert saved["demo_model"]["name"] == summary["demo_model"]["name"]
-    assert list(saved["stages_seconds"]) == ["ngram", "train_lstm", "export", "bench", "demo",
-                                             "keyboard"]
+    assert list(saved["stages_seconds"]) == ["ngram", "train_lstm", *(["train_qat"] if qat else []),
+                                             "export", "bench", "demo", "keyboard"]
     manifest = json.loads((out / "tflite" / "manifest.json").read_text())
-    assert {m["variant"] for m in manifest["models"]} <= set(variants)
+    assert {m["variant"] for m in manifest["models"]} <= set(variants) | {qat}
     text = "\n".join(said)
     stages = [line for line in said if line.startswith("\n== ")]
-    assert [s.split()[1] for s in stages] == ["1/6", "2/6", "3/6", "4/6", "5/6", "6/6"]
+    assert [s.split()[1] for s in stages] == ["1/6", "2/6", *(["2b/6"] if qat else []), "3/6",
+                                              "4/6", "5/6", "6/6"]
     assert "speedup_vs_tflite_fp32" in text and "try it: keras-seq demo" in text
     # The summary table: both n-gram forms and the TFLite models, each with PPL, size, µs.
     models = [row["model"] for row in summary["table"]]
@@ -104,15 +105,20 @@ def test_pipeline_tiny(tmp_path, monkeypatch):
     assert any("demo --web --site" in line for line in said)
 
 
-@pytest.mark.slow  # every graph and two variants; the fast version above runs every stage
-def test_pipeline_end_to_end(tmp_path):
+@pytest.mark.slow  # every graph, two variants and a QAT fine-tune; the fast version above
+def test_pipeline_end_to_end(tmp_path):  # runs every stage
     data = tmp_path / "tiny.txt"
     data.write_text(corpus_text(400, seed=1))
     said = []
     summary = run_pipeline(str(data), tmp_path / "out", minutes=0.05, bench_tokens=20,
                            printer=said.append, variants=("float32", "dynamic"),
-                           lstm_overrides=TINY_LSTM)
-    _check_pipeline(tmp_path / "out", summary, said, ("float32", "dynamic"))
+                           lstm_overrides=TINY_LSTM, qat="int4")
+    _check_pipeline(tmp_path / "out", summary, said, ("float32", "dynamic"), qat="int4")
+    manifest = json.loads((tmp_path / "out" / "tflite" / "manifest.json").read_text())
+    qat = [m for m in manifest["models"] if m.get("qat") == "int4"]
+    assert [m["name"] for m in qat] == ["step_int4_qat"] and "error" not in qat[0]
+    assert (tmp_path / "out" / "tflite" / "step_int4_qat.tflite").is_file()
+    assert "tflite step_int4_qat" in summary["keyboard"]["models"]
 
 
 def _manifest(*models):

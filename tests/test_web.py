@@ -25,6 +25,9 @@ from tests.prereqs import needs
 from tests.shared_cache import shared_folder
 
 VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8", "int4", "dynamic_shared")
+# quantization-aware fine-tunes of the same run, exported in the variant each trained for
+# (step_int8_qat: integer weights and activations from learned ranges; step_int4_qat)
+QAT_MODELS = ("int8_qat", "int4_qat")
 # The page and LiteRT Python run the same file on XNNPACK (Wasm SIMD in the browser, x86
 # here): the largest |Δp| measured over these prefixes was 8.6e-8 (float16); every other
 # variant, int4 and dynamic_shared included, stayed below 8e-8.
@@ -46,10 +49,20 @@ def exported_steps(tmp_path_factory):
     once per test run."""
     def build(out):
         from keras_seq.export.tflite import export_tflite
+        from keras_seq.tasks.lm.task import finetune_lm
 
-        export_tflite(learned_run(tmp_path_factory), out, variants=VARIANTS, graphs=("step",),
-                      seq_length=8, calib_tokens=40, parity_tokens=40, val_tokens=100,
-                      printer=lambda *a: None)
+        quiet = {"parity_tokens": 40, "val_tokens": 100, "printer": lambda *a: None}
+        run = learned_run(tmp_path_factory)
+        export_tflite(run, out, variants=VARIANTS, graphs=("step",), seq_length=8,
+                      calib_tokens=40, **quiet)
+        for name in QAT_MODELS:
+            mode = name.split("_")[0]
+            finetune_lm(run, out / f"run_{mode}", mode, epochs=1, lr=3e-3,
+                        printer=lambda *a: None)
+            export_tflite(out / f"run_{mode}", out / mode, variants=[mode], graphs=("step",),
+                          **quiet)
+            for suffix in (".tflite", ".json"):  # beside the others, under its own name
+                shutil.copy2(out / mode / f"step_{mode}{suffix}", out / f"step_{name}{suffix}")
 
     return shared_folder(tmp_path_factory, "web_tflite", build)
 
@@ -99,11 +112,12 @@ def _python_suggestions(model, text, k=3):
     return lm.suggest(k, prefix=partial.lower())
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", VARIANTS + QAT_MODELS)
 def test_typed_suggestions_equal_litert_python(browser, server, exported_steps, variant):
     page, errors = _open(browser, f"{server.url}index.html?model=step_{variant}")
     info = page.evaluate("window.kerasSeq.ready")
-    assert info["variant"] == variant and info["crossOriginIsolated"] and info["fastPath"]
+    assert info["variant"] == variant.removesuffix("_qat")
+    assert info["crossOriginIsolated"] and info["fastPath"]
     for prefix in PREFIXES:
         page.fill("#input", "")
         page.type("#input", prefix)  # key by key: every keystroke updates the strip

@@ -39,6 +39,14 @@ def register(subparsers) -> None:
                    help="lstmp: projection size; the embedding is tied to it")
     g.add_argument("--cifg", action=argparse.BooleanOptionalAction, default=None,
                    help="coupled input-forget gate (Gboard's CIFG), lstm or lstmp")
+    q = p.add_argument_group("quantization-aware training (default: none)")
+    q.add_argument("--qat", choices=("int8", "int4"), default=None,
+                   help="fine-tune the trained LM with QAT (int8: weights and activations, "
+                        "int4: weights) and add its step model to the candidates shipped")
+    q.add_argument("--qat-epochs", type=number(int, AT_LEAST_1), default=1,
+                   help="epochs of the QAT fine-tune (default 1)")
+    q.add_argument("--qat-lr", type=number(float, POSITIVE), default=5e-4,
+                   help="learning rate of the QAT fine-tune (default 0.0005)")
     p.set_defaults(func=run_pipeline)
 
 
@@ -65,5 +73,6 @@ def run_pipeline(args) -> int:
     run_pipeline(args.data, args.out, minutes=args.minutes, epochs=args.epochs,
                  bench_tokens=args.tokens,
                  data_dir=args.data_dir, split_ratio=args.split_ratio, rounds=args.rounds,
-                 lstm_overrides=overrides)
+                 lstm_overrides=overrides, qat=args.qat, qat_epochs=args.qat_epochs,
+                 qat_lr=args.qat_lr)
     return 0

@@ -14,6 +14,7 @@ docs/api.md lists every public name; docs/fit-script.md uses them in a plain fit
 from keras_seq.lazy import lazy_exports
 
 _EXPORTS = {
+    "ActivationRangeTracker": "keras_seq.training.callbacks",
     "ResetStatesCallback": "keras_seq.training.callbacks",
     "RowStateResets": "keras_seq.training.callbacks",
     "PTBLearningRate": "keras_seq.training.callbacks",

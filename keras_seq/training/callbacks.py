@@ -6,6 +6,8 @@
   ``Model.reset_states``).
 * :class:`RowStateResets` — truncated BPTT: zero random stream rows' state before a batch,
   so the model keeps seeing the zero state it starts from at inference.
+* :class:`ActivationRangeTracker` — full-integer QAT: the activation ranges tracked as a
+  moving average of what the model computes on training batches.
 * :class:`PTBLearningRate` — the PTB tutorial's schedule ``lr · decay^max(epoch+1−start, 0)``.
 * :class:`GradientNormLogger` — global and per-layer gradient norms and the learning rate
   to TensorBoard every N steps.
@@ -36,6 +38,7 @@ import numpy as np
 
 from keras_seq.atomic import write_text_atomic
 from keras_seq.extras import require
+from keras_seq.layers import quant
 from keras_seq.layers.seeds import seed_generator_states
 from keras_seq.layers.state import reset_recurrent_states, state_variables, stateful_layers
 from keras_seq.sampling import repetition_score
@@ -212,6 +215,66 @@ def _distribution(model):
     """The model's ``tf.distribute`` strategy when it trains on several replicas, else None."""
     strategy = getattr(model, "_distribute_strategy", None)
     return strategy if strategy is not None and strategy.num_replicas_in_sync > 1 else None
+
+
+class ActivationRangeTracker(keras.callbacks.Callback):
+    """Full-integer QAT (``qat="int8"``): track every activation range as an exponential
+    moving average of what the model computes on training batches.
+
+    Before the first batch the ranges are set from ``batches`` (the calibration a QAT
+    fine-tune starts from); then every ``every`` batches they move toward the range seen
+    on the next of them, ``range ← decay·range + (1 − decay)·seen``
+    (:func:`~keras_seq.layers.quant.update_ranges`). Each look runs the model eagerly with
+    its activations unrounded (:func:`~keras_seq.layers.quant.observing`), its recurrent
+    states saved before and put back after, so training goes on where it was.
+
+    Args:
+        batches: a sequence of input batches (a stream dataset's ``batch(k)[0]`` or
+            arrays), read in turn, cycling.
+        every: batches of training between looks.
+        decay: the moving average's weight on the old range.
+
+    Example:
+
+    >>> from keras_seq.models import RecurrentLM
+    >>> model = RecurrentLM(12, 4, 6, cell="gru", qat="int8")
+    >>> _ = model(np.zeros((2, 3), "int32"))
+    >>> tracker = ActivationRangeTracker([np.arange(6).reshape(2, 3)], every=10)
+    >>> tracker.set_model(model); tracker.on_train_begin()
+    >>> ranges = model.rnns[0].cell.activation_ranges.variable.numpy()
+    >>> bool((ranges[:, 0] <= 0).all() and (ranges[:, 1] >= 0).all())
+    True
+    """
+
+    def __init__(self, batches, every: int = 50, decay: float = quant.EMA_DECAY):
+        super().__init__()
+        if every < 1 or not 0.0 <= decay < 1.0:
+            raise ValueError(f"ActivationRangeTracker: received every={every}, decay={decay}; "
+                             "expected every ≥ 1 and 0 ≤ decay < 1")
+        self.batches, self.every, self.decay = batches, int(every), float(decay)
+        self._next = 0
+
+    def _look(self, decay) -> int:
+        x = self.batches[self._next % len(self.batches)]
+        self._next += 1
+        _sync(self.model)
+        saved = [_numpy(v) for v in state_variables(self.model)]
+        with quant.observing() as seen:
+            self.model(x, training=False)
+        for variable, value in zip(state_variables(self.model), saved):
+            variable.assign(value)
+        return quant.update_ranges(self.model, seen, decay)
+
+    def on_train_begin(self, logs=None):
+        if self._look(None) == 0:
+            raise ValueError("ActivationRangeTracker: the model has no activation ranges to "
+                             "track; it tracks the ranges of a qat='int8' model")
+        for _ in range(1, min(len(self.batches), 8)):  # a few batches to start from
+            self._look(self.decay)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if (int(batch) + 1) % self.every == 0:
+            self._look(self.decay)
 
 
 class PTBLearningRate(keras.callbacks.Callback):

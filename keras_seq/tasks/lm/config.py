@@ -123,6 +123,25 @@ class LMConfig(TrainConfig):
                                  range=NON_NEGATIVE)
     sample_tokens: int = option(40, "tokens sampled into TensorBoard each epoch",
                                 range=NON_NEGATIVE)
+    # wave 5 (issue 54): older runs read with these at their defaults (see migrate)
+    added_qat: ClassVar[tuple[str, ...]] = ("qat", "init_from")
+    qat: str | None = option(None, "quantization-aware training: round the weights in every "
+                             "step to the per-channel int8 or int4 grid the TFLite export "
+                             "stores (usually a fine-tune: --init-from a float run)",
+                             choices=("int8", "int4"), default_help="off (float)")
+    init_from: str | None = option(None, "start from the best checkpoint and tokenizer of "
+                                   "this lm run; its config is the base, the flags given "
+                                   "override it (the shape must match)", metavar="RUN_DIR",
+                                   default_help="fresh weights")
+
+    @classmethod
+    def migrate(cls, data: dict) -> dict:
+        """Older configs: the wave-3 fields (:attr:`added`, by the base class), then the
+        wave-5 ones (:attr:`added_qat`) at their defaults when none is present."""
+        data = super().migrate(data)
+        if not set(cls.added_qat) & set(data):
+            data.update(qat=None, init_from=None)
+        return data
 
     def problems(self) -> list[str]:
         problems = super().problems()
@@ -136,6 +155,7 @@ class LMConfig(TrainConfig):
                             "epoch start; bound a distributed epoch with --max-steps-per-epoch")
         problems += self._projection_problems()
         problems += self._softmax_problems()
+        problems += self._qat_problems()
         problems += split_problems(self.split_ratio)
         return problems
 
@@ -161,6 +181,22 @@ class LMConfig(TrainConfig):
                             f"units={self.units}); the projection maps the units down")
         if self.cifg and self.cell not in ("lstm", "lstmp"):
             problems.append(f"cifg needs cell 'lstm' or 'lstmp' (got {self.cell!r})")
+        return problems
+
+    def _qat_problems(self) -> list[str]:
+        """``qat``: the recurrent model's keras-seq cells and full softmax, in float32."""
+        if self.qat is None:
+            return []
+        problems = []
+        if self.model != "rnn" or self.cell.startswith("keras-"):
+            problems.append(f"qat rounds keras-seq's recurrent cells (got model {self.model!r}, "
+                            f"cell {self.cell!r}); use --model rnn with --cell rnn/gru/lstm/lstmp")
+        if self.softmax != "full":
+            problems.append("qat exports the full softmax's output layer: drop --softmax "
+                            "adaptive")
+        if self.mixed_precision != "off":
+            problems.append(f"qat rounds float32 weights: turn mixed precision off (got "
+                            f"{self.mixed_precision!r})")
         return problems
 
     def _softmax_problems(self) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from keras_seq import runs
 from keras_seq.keyboard import SUGGESTIONS, add_keyboard_args
 from keras_seq.ranges import AT_LEAST_1, number
 from keras_seq.tables import add_json_arg
@@ -25,7 +26,13 @@ def add_train_args(p) -> None:
 
 
 def base_config(args) -> dict:
-    """``--preset``'s values, else LMConfig's defaults (the flags override them)."""
+    """``--init-from``'s run config (a fine-tune keeps its model and data), else
+    ``--preset``'s values, else LMConfig's defaults; the flags given override them."""
+    init_from = getattr(args, "init_from", None)
+    if init_from:
+        base = LMConfig.load(runs.check_run_dir(init_from, "lm") / runs.CONFIG).to_dict()
+        base.pop("version")  # this keras-seq's
+        return {**base, "qat": None, "init_from": init_from, "max_minutes": None}
     name = getattr(args, "preset", None)
     return preset(name).to_dict() if name else LMConfig().to_dict()
 

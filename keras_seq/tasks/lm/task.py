@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import keras
@@ -23,6 +23,7 @@ import numpy as np
 from keras_seq.data.batching import StreamLayout, stream_arrays, stream_dataset
 from keras_seq.errors import KerasSeqError
 from keras_seq.keyboard import format_metrics, outcomes_or_note
+from keras_seq.models import loading
 from keras_seq.models.nplm import NPLM
 from keras_seq.models.perplexity import Perplexity
 from keras_seq.models.rnn_lm import RecurrentLM
@@ -40,6 +41,7 @@ from keras_seq.tasks.lm.data import (
     window_batches,
 )
 from keras_seq.tasks.lm.evaluation import (
+    check_run_dir,
     evaluate_stream,
     evaluate_windows,
     generate_tokens,
@@ -90,6 +92,15 @@ class StreamFrom(keras.utils.PyDataset):
         # batch(), unchecked: Keras peeks at items 0 and 1 before its pass from 0, which
         # asks for stream batches start, start+1, start: not the stream's own order.
         return self.stream.batch((self.start + int(index)) % len(self.stream))
+
+
+def _range_sample(config: LMConfig, prepared: Prepared, batches: int = 16) -> list:
+    """Training input batches ``(B, T)`` spread over the stream, whose activations the
+    range tracker of a ``qat="int8"`` run looks at."""
+    stream = stream_dataset(prepared.state.train_ids, config.batch_size // config.replicas,
+                            config.bptt)
+    picks = np.linspace(0, len(stream) - 1, min(batches, len(stream))).astype(int)
+    return [stream.batch(int(k))[0] for k in picks]
 
 
 def stream_batches(config: LMConfig, n_tokens: int) -> int:
@@ -207,12 +218,31 @@ def build_model(config: LMConfig, vocab_size: int):
         tie_weights=config.tie_weights, stateful=stateful, init_scale=config.init_scale,
         variational_dropout=config.variational_dropout, embed_dropout=config.embed_dropout,
         weight_dropout=config.weight_dropout, proj_units=config.proj_units,
-        coupled_input_forget=config.cifg, **_softmax_kwargs(config, vocab_size),
+        coupled_input_forget=config.cifg, qat=config.qat, **_softmax_kwargs(config, vocab_size),
     )
     # Stateful: built for the rows one replica owns (the whole batch on one device).
     shape = (config.batch_size // config.replicas, config.bptt) if stateful else (1, config.bptt)
     model(np.zeros(shape, np.int32))
+    if config.init_from:
+        _load_initial_weights(model, config.init_from)
     return _compile(model, config)
+
+
+def _load_initial_weights(model, init_from) -> None:
+    """The weights of the best checkpoint of the run in ``init_from`` (a fine-tune: QAT of
+    a float run), checked to have the model's shapes."""
+    source = loading.load_model(check_run_dir(init_from))
+    # a full-integer QAT model has activation ranges besides its weights: set by its tracker
+    ours = [w for w in model.weights if not w.path.endswith("activation_ranges")]
+    theirs = [w for w in source.weights if not w.path.endswith("activation_ranges")]
+    shapes = [tuple(w.shape) for w in ours], [tuple(w.shape) for w in theirs]
+    if shapes[0] != shapes[1]:
+        raise KerasSeqError(
+            f"--init-from {init_from}: its model has weights of shapes {shapes[1]}, this run's "
+            f"{shapes[0]}; start from a run of the same cell, sizes and vocabulary (leave the "
+            "model flags out: its config is the base)")
+    for variable, value in zip(ours, theirs):
+        variable.assign(value)
 
 
 def _softmax_kwargs(config: LMConfig, vocab_size: int) -> dict:
@@ -274,7 +304,10 @@ class LMTask(trainer.Task):
 
     def prepare(self, config: LMConfig, run_dir: Path, resume: bool, printer) -> Prepared:
         corpus = corpus_for(config)  # a text corpus, or a prepared (memory-mapped) one
-        tokenizer = lm_tokenizer(config, corpus, run_dir if resume else None)
+        # resuming: the run's own tokenizer; a fine-tune: the one of the run it starts from
+        tokenizer = lm_tokenizer(config, corpus,
+                                 run_dir if resume else check_run_dir(config.init_from)
+                                 if config.init_from else None)
         train_ids = split_ids(corpus, tokenizer, "train")
         val_ids = split_ids(corpus, tokenizer, "val")
         warning = unseen_unk_warning(train_ids, val_ids, tokenizer.unk_id)
@@ -350,6 +383,8 @@ class LMTask(trainer.Task):
                 first.append(cb.ResetStatesCallback(n, config.steps_per_epoch or n))
             if config.state_reset_prob:
                 first.append(cb.RowStateResets(config.state_reset_prob, config.seed))
+            if config.qat == "int8":  # full-integer QAT: the activation ranges, tracked
+                first.append(cb.ActivationRangeTracker(_range_sample(config, prepared)))
         if config.optimizer == "sgd" or config.lr_decay != 1.0:
             first.append(cb.PTBLearningRate(config.lr, config.lr_decay, config.decay_start))
         middle = [cb.GradientNormLogger(tb_dir / "diagnostics", every=config.log_every),
@@ -409,6 +444,22 @@ def train_lm(config: LMConfig, run_dir: str | Path, resume: bool = False,
     """
     return trainer.train(TASK, config, run_dir, resume=resume, verbose=verbose,
                          printer=printer)
+
+
+def finetune_lm(run_dir, out_dir, qat: str | None, epochs: int, lr: float,
+                printer=print) -> dict:
+    """A fine-tune of the run in ``run_dir`` into ``out_dir``: its config, best weights
+    and tokenizer, ``epochs`` more at ``lr``, with ``qat`` (``"int8"``, ``"int4"``; None:
+    float, the control a QAT run is compared with). ``keras-seq train lm --init-from
+    RUN_DIR --qat MODE`` from Python. A run already in ``out_dir`` is resumed (a finished
+    one only read back). Returns its results (``train``'s)."""
+    out_dir = Path(out_dir)
+    base = LMConfig.load(check_run_dir(run_dir) / "config.json")
+    config = replace(base, qat=qat, init_from=str(run_dir), epochs=epochs, lr=lr,
+                     max_minutes=None, version=LMConfig().version)
+    config.validate()
+    return train_lm(config, out_dir, resume=(out_dir / "config.json").is_file(), verbose=2,
+                    printer=printer)
 
 
 def format_results(results: dict) -> str:
