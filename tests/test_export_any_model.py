@@ -84,7 +84,8 @@ def trained(tmp_path_factory):
         model = build(tokenizer.vocab_size)
         softmax = name != "tied_gru"
         model.compile(keras.optimizers.Adam(0.01),
-                      keras.losses.SparseCategoricalCrossentropy(from_logits=not softmax))
+                      keras.losses.SparseCategoricalCrossentropy(from_logits=not softmax),
+                      jit_compile=False)  # XLA's compile takes longer than these 40 steps
         model.fit(stream_dataset(train_ids, B, T, max_batches=40), epochs=1, shuffle=False,
                   callbacks=[ResetStatesCallback()], verbose=0)
         path = folder / f"{name}.keras"

@@ -27,21 +27,14 @@ Each model is written as ``<graph>_<variant>.tflite`` with its metadata ``.json`
 lists every model with its size, op list and parity against Keras: max |Δlogits| on real
 validation text and the validation perplexity through the TFLite model.
 
-``export_tflite("runs/lstm", "exports/lstm", variants=["float32", "dynamic"])`` exports a
-run; the same call takes a Keras model (docs/fit-script.md trains and exports one end to
-end):
+Example::
 
->>> import keras, tempfile
->>> from keras_seq.layers import GRU
->>> model = keras.Sequential([keras.Input((None,), dtype="int32"),
-...                           keras.layers.Embedding(12, 4), GRU(6, return_sequences=True),
-...                           keras.layers.Dense(12, activation="softmax")])
->>> out = tempfile.mkdtemp()
->>> manifest = export_tflite(model, out, variants=["float32"], graphs=["step"],
-...                          ids=np.arange(40) % 12, printer=lambda *a: None)
->>> entry = manifest["models"][0]
->>> entry["file"], entry["parity"]["max_abs_prob_diff"] < 1e-5
-('step_float32.tflite', True)
+    export_tflite("runs/lstm", "exports/lstm", variants=["float32", "dynamic"])  # a run
+    export_tflite(model, "exports/mine", variants=["float32", "int8"],           # a model
+                  tokenizer=tokenizer, text=held_out_text)
+
+(docs/fit-script.md runs the second form end to end in ``make test``; the docstring of
+:class:`~keras_seq.runtime.litert.LiteRTLM` exports and streams a model.)
 """
 
 from __future__ import annotations
