@@ -36,7 +36,8 @@ INT4 = 17  # the flatbuffer's TensorType.INT4
 
 def _fit(model, ids, steps, callbacks=()):
     model.compile(keras.optimizers.Adam(3e-3),
-                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=False)  # XLA would compile longer than these steps run
     model.fit(stream_dataset(ids, B, T, max_batches=steps), epochs=1, shuffle=False,
               callbacks=[ResetStatesCallback(), *callbacks], verbose=0)
     return model
