@@ -244,7 +244,8 @@ def _check_recurrent(layer, last_may_pool: bool = False) -> None:
         raise UnsupportedModelError(
             f"{name} has return_sequences=False: it gives one output per sequence (an N→1 "
             "model), a language model needs one per token. Build it with "
-            "return_sequences=True (a classifier streams with `keras-seq export classifier`)")
+            "return_sequences=True (an N→1 classifier streams with "
+            "keras_seq.export.export_classifier_tflite)")
     if layer.go_backwards:
         raise UnsupportedModelError(
             f"{name} has go_backwards=True: it reads the sequence from its end, which a "
