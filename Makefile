@@ -93,12 +93,14 @@ package-check: prereqs
 # + TFLite export, the on-device benchmark (neural vs n-gram), the demo model and a summary
 # table; then the LiteRT-only demo.
 DEMO_OUT ?= runs/pipeline
+# the neural + n-gram + cache mixture, where the pipeline shipped one
+DEMO_MIX = $$([ -f $(DEMO_OUT)/demo/mix.json ] && echo --mix $(DEMO_OUT)/demo/mix.json)
 demo: prereqs $(STAMP) web-deps
 	$(BIN)/keras-seq data stats --data tinyshakespeare --tokenizer word --min-count 2
-	$(BIN)/keras-seq pipeline --out $(DEMO_OUT) --epochs 8
+	$(BIN)/keras-seq pipeline --out $(DEMO_OUT)
 	printf 'my lord\nthe king is\n/gen 30\n' | \
-	    $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite --lines
-	@echo "Try it yourself: $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite"
+	    $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite --lines $(DEMO_MIX)
+	@echo "Try it yourself: $(BIN)/keras-seq demo --model $(DEMO_OUT)/demo/model.tflite $(DEMO_MIX)"
 	@echo "In a browser:    $(BIN)/keras-seq demo --web --site $(DEMO_OUT)/web"
 
 # The GPU check in one command, inside 8 minutes (run it on a machine with an NVIDIA GPU,

@@ -16,7 +16,7 @@ The layers, lowest first (a module may import its own layer and the ones below i
     8  runtime                   LiteRT only
     9  export
     10 serving
-    11 pipeline                  the main job: it never imports a benchmark
+    11 pipeline, pipeline_mix    the main job: it never imports a benchmark
     12 benchmarks, analysis      they measure the product and reuse its parts
     13 commands
     14 cli
@@ -50,7 +50,7 @@ LAYERS = {
     "keras_seq.runtime": 8,
     "keras_seq.export": 9,
     "keras_seq.serving": 10,
-    "keras_seq.pipeline": 11,
+    "keras_seq.pipeline": 11, "keras_seq.pipeline_mix": 11,
     "keras_seq.benchmarks": 12, "keras_seq.analysis": 12,
     "keras_seq.commands": 13,
     "keras_seq.cli": 14,

@@ -29,13 +29,14 @@ def _check_pipeline(out, summary, said, variants, qat=None):
     saved = json.loads((out / "pipeline.json").read_text())
     assert saved["demo_model"]["name"] == summary["demo_model"]["name"]
     assert list(saved["stages_seconds"]) == ["ngram", "train_lstm", *(["train_qat"] if qat else []),
-                                             "export", "bench", "demo", "keyboard"]
+                                             "export", "mixture", "bench", "demo", "keyboard",
+                                             "test"]
     manifest = json.loads((out / "tflite" / "manifest.json").read_text())
     assert {m["variant"] for m in manifest["models"]} <= set(variants) | {qat}
     text = "\n".join(said)
     stages = [line for line in said if line.startswith("\n== ")]
     assert [s.split()[1] for s in stages] == ["1/6", "2/6", *(["2b/6"] if qat else []), "3/6",
-                                              "4/6", "5/6", "6/6"]
+                                              "3b/6", "4/6", "5/6", "5b/6", "6/6"]
     assert "speedup_vs_tflite_fp32" in text and "try it: keras-seq demo" in text
     # The summary table: both n-gram forms and the TFLite models, each with PPL, size, µs.
     models = [row["model"] for row in summary["table"]]
@@ -56,6 +57,19 @@ def _check_pipeline(out, summary, said, variants, qat=None):
     assert (f"tflite {summary['demo_model']['name']}", "step+top3") in jobs
     assert (f"ngram KN{order} compact-q8 [trie]", "step+top3") in jobs
     assert "nan" not in checks[2]["measured"], checks[2]
+    # The mixture, fitted on validation, ships with its files when it wins there; the
+    # targets (a), (f), (g) are judged on the test split, where every model typed the same
+    # positions.
+    mix = summary["mixture"]
+    assert abs(sum(mix["weights"].values()) - 1) < 1e-6 and mix["val"]["mix"]["ppl"] > 0
+    assert mix["ships"] == (summary["demo_model"]["keyboard"] == "mix")
+    assert (out / "demo" / "mix.json").exists() == mix["ships"]
+    test = summary["test"]
+    assert {m["positions"] for m in test["models"].values()} == {test["positions"]}
+    assert all("(test split)" in checks[i]["target"] for i in (0, 5, 6))
+    if mix["weights"]["cache"] > 0:  # the cache's own gain: the mixture with and without it
+        assert "mix without cache" in test["models"] and "ksr" in test["cache_gain"]
+    assert "The test split" in text
     assert "On-device candidates" in text and "◀ demo" in text
     gen = summary["demo_model"]["generation_check"]
     assert gen["special_tokens"] == gen["special_suggestions"] == 0 and gen["tokens"] > 0
@@ -130,13 +144,15 @@ def test_the_shipped_model_has_the_lowest_perplexity_within_the_size_budget():
     m = _manifest(("step_float32", 5_000_000, 72.6), ("step_dynamic", 2_200_000, 72.6),
                   ("step_dynamic_shared", 1_400_000, 72.7), ("step_int4", 780_000, 73.3))
     entry, why = choose_shipped_model(m, 91.12)  # 1.5 MB: the 8-bit shared model fits
-    assert entry["name"] == "step_dynamic_shared" and "≤ 77.45" in why, why
+    assert entry["name"] == "step_dynamic_shared" and "above 54.67" in why, why
     assert choose_shipped_model(m, 91.12, max_bytes=1_000_000)[0]["name"] == "step_int4"
     assert choose_shipped_model(m, 91.12, max_bytes=10**7)[0]["name"] == "step_dynamic"
     m["models"][3]["parity"]["val_ppl"] = 72.75  # within 0.1% of 72.7: a tie, the smaller
     assert choose_shipped_model(m, 91.12)[0]["name"] == "step_int4"
-    entry, why = choose_shipped_model(m, 84.0)  # 72.75 > 71.4: shipped, and said
-    assert entry["name"] == "step_int4" and "not 15% below" in why, why
+    entry, why = choose_shipped_model(m, 84.0)  # 72.75 > 50.4: shipped, and said
+    assert entry["name"] == "step_int4" and "not 40% below" in why, why
+    entry, why = choose_shipped_model(m, 130.0)  # 72.75 ≤ 78.0
+    assert "≤ 78.00, 40% below" in why, why
     entry, why = choose_shipped_model(m, 91.12, max_bytes=500_000)  # nothing fits
     assert entry["name"] == "step_int4" and "no step model fits" in why, why
     failed = {"models": [{"name": "step_int4", "graph": "step", "error": "boom"}]}
@@ -148,19 +164,23 @@ def _row(runtime, p50, rounds, job="step"):
             "job": job}
 
 
-def _summary(name="step_int4", bad=0, size=780_000, ppl=73.3):
+COMPACT = "ngram KN5 compact-q8 [trie]"
+
+
+def _summary(name="step_int4", bad=0, size=780_000, ppl=50.0):
+    """A run's summary, manifest and report meeting every target, judged on validation
+    (no test split): the step model alone is what the demo suggests with."""
     summary = {"ngram": {"order": 5, "val": {"ppl": 91.12}}, "comparable": True,
                "demo_model": {"name": name, "generation_check": {
                    "tokens": 300, "special_tokens": bad, "special_suggestions": 0}},
                "keyboard": {"models": {
-                   f"tflite {name}": {"top1_iv": 0.18, "ksr": 0.45},
-                   "ngram KN5 compact-q8 [trie]": {"top1_iv": 0.16, "ksr": 0.42}},
+                   f"tflite {name}": {"top1_iv": 0.21, "ksr": 0.48},
+                   COMPACT: {"top1_iv": 0.16, "ksr": 0.42}},
                    "shipped_vs_compact_ngram": {
-                       "top1_iv": {"diff": 0.02, "low": 0.004, "high": 0.036},
-                       "ksr": {"diff": 0.03, "low": 0.021, "high": 0.039}}}}
+                       "top1_iv": {"diff": 0.05, "low": 0.034, "high": 0.066},
+                       "ksr": {"diff": 0.06, "low": 0.051, "high": 0.069}}}}
     manifest = _manifest(("step_float32", 5_000_000, 72.6), (name, size, ppl))
-    compact = "ngram KN5 compact-q8 [trie]"
-    report = {"rows": [_row(compact, 8.0, [8.0, 8.1]), _row(f"{compact} +top3", 40.0,
+    report = {"rows": [_row(COMPACT, 8.0, [8.0, 8.1]), _row(f"{COMPACT} +top3", 40.0,
                                                              [40.0, 41.0], "step+top3"),
                        _row("tflite step_float32", 150.0, [150.0, 140.0]),
                        _row(f"tflite {name}", 36.0, [36.0, 40.0]),
@@ -168,39 +188,97 @@ def _summary(name="step_int4", bad=0, size=780_000, ppl=73.3):
     return summary, manifest, report
 
 
+def _with_mixture_and_test(summary, report, ships=True):
+    """The same run with a mixture (2.5 MB with its n-gram) and a test split: (a), (f),
+    (g) judged there, for the mixture when it ships."""
+    summary["demo_model"]["keyboard"] = "mix" if ships else "tflite step_int4"
+    summary["mixture"] = {"device_bytes": 2_500_000, "val": {"mix": {"ppl": 45.0}}}
+    summary["test"] = {"models": {
+        "ngram KN5 arpa [hash]": {"ppl": 100.0}, COMPACT: {"ppl": 101.0, "top1_iv": 0.14,
+                                                          "ksr": 0.38},
+        "tflite step_int4": {"ppl": 70.0, "top1_iv": 0.17, "ksr": 0.41},
+        "mix": {"ppl": 59.0, "top1_iv": 0.18, "ksr": 0.44}},
+        "versus": {"mix": {"top1_iv": {"diff": 0.04, "low": 0.03, "high": 0.05},
+                           "ksr": {"diff": 0.06, "low": 0.05, "high": 0.07}},
+                   "tflite step_int4": {"top1_iv": {"diff": 0.03, "low": 0.02, "high": 0.04},
+                                        "ksr": {"diff": 0.03, "low": 0.02, "high": 0.04}}}}
+    report["rows"] += [_row("mix", 60.0, [60.0, 61.0]),
+                       _row("mix +top3", 78.0, [78.0, 79.0], "step+top3")]
+
+
 def test_the_targets_are_ratios_measured_in_the_run():
     checks = summary_checks(*_summary())
     assert [c["met"] for c in checks] == [True] * 7, checks
-    assert checks[0]["measured"] == "step_int4 73.30 vs KN5 91.12 = 0.804×"
-    # (c): the step alone on both sides, 36 / 8 µs, and the keyboard's job, 70 / 40 µs
-    assert checks[2]["measured"] == ("step 36.0 vs 8.0 µs = 4.50× (rounds 4.50–4.94×); "
-                                     "+top-3 70.0 vs 40.0 µs = 1.75× (rounds 1.75–1.95×)")
+    assert checks[0]["target"].endswith("(validation split)")
+    assert checks[0]["measured"] == "tflite step_int4 50.00 vs KN5 91.12 = 0.549×"
+    # (c): the keyboard's job, 70 / 40 µs, judged; the step alone, 36 / 8 µs, shown
+    assert checks[2]["measured"] == ("tflite step_int4 +top-3 70.0 vs 40.0 µs = 1.75× "
+                                     "(rounds 1.75–1.95×); step alone 36.0 vs 8.0 µs = "
+                                     "4.50× (rounds 4.50–4.94×)")
     assert checks[3]["measured"] == "float32 / step_int4 = 4.17× (rounds 3.50–4.17×)"
-    assert checks[5]["measured"] == ("18.00% vs 16.00% = 1.125×; +2.00 points (95% +0.40 to "
-                                     "+3.60)")
-    assert checks[6]["measured"] == "45.00% vs 42.00%: +3.00 points (95% +2.10 to +3.90)"
+    assert checks[5]["measured"] == ("21.00% vs 16.00% = 1.312×; +5.00 points (95% +3.40 to "
+                                     "+6.60)")
+    assert checks[6]["measured"] == "48.00% vs 42.00%: +6.00 points (95% +5.10 to +6.90)"
+
+
+def test_the_keyboard_targets_are_judged_on_the_test_split_for_what_ships():
+    summary, manifest, report = _summary()
+    _with_mixture_and_test(summary, report)
+    checks = summary_checks(summary, manifest, report)
+    assert all(checks[i]["target"].endswith("(test split)") for i in (0, 5, 6))
+    assert checks[0]["measured"] == "mix 59.00 vs KN5 100.00 = 0.590×"
+    assert checks[1]["measured"].endswith("on the device 2.500 MB") and checks[1]["met"]
+    assert checks[2]["measured"].startswith("mix +top-3 78.0 vs 40.0 µs = 1.95×")
+    assert checks[5]["measured"].startswith("18.00% vs 14.00% = 1.286×")
+    assert [c["met"] for c in checks] == [True] * 7, checks
+    summary["mixture"]["device_bytes"] = 3_000_001  # (b): the mixture's n-gram too big
+    assert not summary_checks(summary, manifest, report)[1]["met"]
+    summary, manifest, report = _summary()
+    _with_mixture_and_test(summary, report, ships=False)  # the model alone ships
+    checks = summary_checks(summary, manifest, report)
+    assert checks[0]["measured"] == "tflite step_int4 70.00 vs KN5 100.00 = 0.700×"
+    assert [c["met"] for c in checks] == [False, True, True, True, True, False, False]
 
 
 def test_each_target_can_be_missed():
     summary, manifest, report = _summary()
-    report["rows"][4]["p50_us"] = 201.0  # (c) keyboard > 5 × 40 µs
+    report["rows"][4]["p50_us"] = 81.0  # (c) keyboard > 2 × 40 µs
     met = [c["met"] for c in summary_checks(summary, manifest, report)]
     assert met == [True, True, False, True, True, True, True]
     summary, manifest, report = _summary()
-    report["rows"][3]["p50_us"] = 151.0  # (c) step > 5 × 8 µs, and (d) slower than float32
+    report["rows"][3]["p50_us"] = 151.0  # (d) slower than float32 ((c) is the keyboard's)
     met = [c["met"] for c in summary_checks(summary, manifest, report)]
-    assert met == [True, True, False, False, True, True, True]
-    met = [c["met"] for c in summary_checks(*_summary(bad=1, size=1_500_001, ppl=77.5))]
+    assert met == [True, True, True, False, True, True, True]
+    met = [c["met"] for c in summary_checks(*_summary(bad=1, size=1_500_001, ppl=54.7))]
     assert met == [False, False, True, True, False, True, True]
     summary, manifest, report = _summary()
     versus = summary["keyboard"]["shipped_vs_compact_ngram"]
-    versus["top1_iv"]["low"] = -0.001  # (f): 1.125× but the interval reaches 0
-    summary["keyboard"]["models"]["tflite step_int4"]["ksr"] = 0.4399  # (g): +1.99 points
+    versus["top1_iv"]["low"] = -0.001  # (f): 1.31× but the interval reaches 0
+    summary["keyboard"]["models"]["tflite step_int4"]["ksr"] = 0.4699  # (g): +4.99 points
     assert [c["met"] for c in summary_checks(summary, manifest, report)][5:] == [False, False]
     summary, manifest, report = _summary()
-    summary["keyboard"]["models"]["tflite step_int4"]["top1_iv"] = 0.1679  # 1.049×
+    summary["keyboard"]["models"]["tflite step_int4"]["top1_iv"] = 0.1999  # 1.249×
     assert not summary_checks(summary, manifest, report)[5]["met"]
     summary, manifest, report = _summary()
     summary["comparable"] = False  # (a) needs the same tokens
     assert not summary_checks(summary, manifest, report)[0]["met"]
     assert not summary_checks(*_summary(name="step_float32"))[3]["met"]
+
+
+def test_a_recipe_is_a_file_or_fields_set_on_the_command_line(tmp_path):
+    from keras_seq.commands.pipeline import recipe_fields
+    from keras_seq.errors import KerasSeqError
+
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text('{"dropout": 0.4, "cell": "lstm"}')
+    fields = recipe_fields(str(recipe), ["weight_dropout=0.3", "cell=gru", "cifg=true",
+                                         "max_vocab=null"])
+    assert fields == {"dropout": 0.4, "cell": "gru", "weight_dropout": 0.3, "cifg": True,
+                      "max_vocab": None}
+    with pytest.raises(KerasSeqError, match="unknown LM config field.*dropuot"):
+        recipe_fields(None, ["dropuot=0.4"])
+    with pytest.raises(KerasSeqError, match="expected FIELD=VALUE"):
+        recipe_fields(None, ["dropout"])
+    recipe.write_text("[1, 2]")
+    with pytest.raises(KerasSeqError, match="expected a JSON object"):
+        recipe_fields(str(recipe), [])

@@ -43,7 +43,7 @@ def test_the_recorded_main_job_agrees_with_the_code(recorded):
         chosen, _ = choose_shipped_model(manifest, run["ngram"]["val_ppl"])
         assert chosen["name"] == run["shipped"]["name"], "the shipping rule picks another"
         targets = " ".join(c["target"] for c in run["checks"])
-        assert f"{MAX_BYTES / 1e6:.1f} MB" in targets and f"{PPL_CUT:.0%}" in targets
+        assert f"{MAX_BYTES / 1e6:.1f} MB" in targets and f"{1 - PPL_CUT:.2f}×" in targets
         assert {"cpu", "cores", "load_1min"} <= set(run["machine"])
 
 

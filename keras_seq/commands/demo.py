@@ -23,6 +23,9 @@ def register(subparsers) -> None:
     p.add_argument("--host", default="127.0.0.1", help="with --web: address to listen on")
     p.add_argument("--port", type=number(int, PORT),
                    default=8000, help="with --web: TCP port (0: any free)")
+    p.add_argument("--mix", default=None, metavar="MIX.json",
+                   help="mix the model with an n-gram and a cache of what you type (the "
+                   "pipeline's demo/mix.json, its n-gram beside it)")
     p.add_argument("--tokenizer", default=None, help="tokenizer.json (default: next to model)")
     p.add_argument("--threads", type=number(int, AT_LEAST_1), default=1, help="interpreter threads")
     p.add_argument("--top", type=number(int, AT_LEAST_1),
@@ -45,6 +48,9 @@ def run_demo(args) -> int:
     from keras_seq.runtime.demo import run_demo
 
     if args.web:
+        if args.mix is not None:
+            raise KerasSeqError("--mix runs in the terminal demo; the browser page suggests "
+                                "with the model alone")
         return run_web_demo(args)
     if args.site is not None:
         raise KerasSeqError("--site is the folder `demo --web` serves; add --web, or pass "
@@ -54,6 +60,7 @@ def run_demo(args) -> int:
                             "(the browser demo)")
 
     return run_demo(args.model, tokenizer=args.tokenizer, threads=args.threads, top=args.top,
+                    mix=args.mix,
                     max_tokens=args.max_tokens, top_k=args.top_k,
                     temperature=args.temperature, seed=args.seed,
                     keys=False if args.lines else None)

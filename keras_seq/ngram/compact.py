@@ -770,6 +770,43 @@ class NgramStream:
         dist[BOS] = NEG_INF
         return dist
 
+    def sparse_distribution(self) -> tuple[float, list[tuple[np.ndarray, np.ndarray]]]:
+        """:meth:`distribution` without building it: ``(offset, [(ids, log10 p), …])``. Every
+        word's log10 p is its unigram's plus ``offset`` (the history's backoffs), except the
+        ``ids`` of each pair, which get the pair's values, later pairs overwriting earlier
+        ones. A few hundred numbers instead of the vocabulary: a mixture that keeps the
+        unigrams in its own order needs only these (:mod:`keras_seq.runtime.mixture`).
+        Not for a strict model (``strict``: unseen words get ``-inf``).
+
+        >>> from keras_seq.ngram.kneser_ney import train_kneser_ney
+        >>> model = train_kneser_ney([["the", "cat", "sat"], ["the", "dog", "sat"]] * 3,
+        ...                          order=3, discount_fallback=True)
+        >>> s = NgramStream(model)
+        >>> _ = s.step(model.vocab.index["the"])
+        >>> offset, pairs = s.sparse_distribution()
+        >>> dense = s._unigram + offset
+        >>> for ids, values in pairs:
+        ...     dense[ids] = values
+        >>> dense[1] = -np.inf  # <s>
+        >>> bool(np.allclose(dense, s.distribution()))
+        True
+        """
+        N, old = self._N, self._ctx
+        avail = min(N, self._pos + 1)
+        offset, pairs = 0.0, []
+        for k in range(1, avail):
+            c = old[k - 1]
+            if c < 0:
+                continue
+            b = self._b[k](c)
+            offset += b
+            pairs = [(ids, values + b) for ids, values in pairs]
+            lo, hi = self._kids[k + 1](c)
+            if hi > lo:
+                pairs.append((self._words[k + 1][lo:hi],
+                              np.asarray(self._pvec[k + 1](slice(lo, hi)), np.float64)))
+        return offset, pairs
+
     def suggest(self, k: int = 3) -> list[tuple[int, float]]:
         """The ``k`` most likely next tokens as ``(token id, log10 p)``, best first (ties:
         lower id first). One vectorised pass over the vocabulary."""

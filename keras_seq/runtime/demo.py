@@ -28,7 +28,13 @@ import numpy as np
 
 from keras_seq.errors import KerasSeqError
 from keras_seq.runtime.litert import LiteRTLM
+from keras_seq.runtime.mixture import MixedLM
 from keras_seq.sampling import TopKSampler
+
+
+def _fmt_weights(spec) -> str:
+    return ", ".join(f"{source} {weight:.2f}" for source, weight in spec.weights.items()
+                     if weight > 0)
 
 
 def _fmt(suggestions) -> str:
@@ -154,12 +160,18 @@ def _feed_line(lm: LiteRTLM, text: str, top: int, out) -> None:
 
 def run_demo(model_path, tokenizer=None, threads: int = 1, top: int = 3,
              max_tokens: int = 20, top_k: int = 10, temperature: float = 1.0,
-             seed: int | None = 0, stdin=None, stdout=None, keys: bool | None = None) -> int:
+             seed: int | None = 0, stdin=None, stdout=None, keys: bool | None = None,
+             mix=None) -> int:
     """Run the demo; ``keys`` (default: when stdin is a terminal) reads one key at a time,
-    otherwise whole lines (pipes, tests)."""
+    otherwise whole lines (pipes, tests). ``mix``: a ``mix.json``
+    (:class:`~keras_seq.runtime.mixture.MixedLM`: the model mixed with an n-gram and a
+    cache of what is typed)."""
     stdin = stdin or sys.stdin
     out = stdout or sys.stdout
-    lm = LiteRTLM(model_path, tokenizer=tokenizer, num_threads=threads)
+    if mix is not None:
+        lm = MixedLM(model_path, mix, tokenizer=tokenizer, num_threads=threads)
+    else:
+        lm = LiteRTLM(model_path, tokenizer=tokenizer, num_threads=threads)
     tok = lm.tokenizer
     sampler = TopKSampler(top_k, temperature)
     rng_seed = seed
@@ -168,7 +180,9 @@ def run_demo(model_path, tokenizer=None, threads: int = 1, top: int = 3,
         keys = interactive
     print(f"keras-seq demo: {lm.meta['cell']} {lm.meta['num_layers']}×{lm.meta['units']} "
           f"({lm.meta['graph']}, {lm.meta['variant']}), {tok.kind} vocabulary "
-          f"{tok.vocab_size:,}, {threads} thread(s). Type text; /gen [N], /reset, /quit.",
+          f"{tok.vocab_size:,}, {threads} thread(s)"
+          + (f"; mixed: {_fmt_weights(lm.spec)}" if mix is not None else "")
+          + ". Type text; /gen [N], /reset, /quit.",
           file=out, flush=True)
     lm.reset()
     lm.step(lm.start_id())
