@@ -34,6 +34,7 @@ runs offline. Everything it measured goes to ``DIR/pipeline.json``.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
@@ -89,6 +90,13 @@ LM_DEFAULTS = dict(tokenizer="word", min_count=2, cell="gru", embed_dim=256, uni
 # against 63.43 for 8 at the full rate (docs/export-and-on-device.md, "The keyboard on the
 # test split").
 DECAY_EPOCHS = 2
+# Sizing the model to the text (:func:`units_for`): the widest GRU whose tied 4-bit step
+# file fits the budget, at most MAX_UNITS (the widest measured here). Bytes per weight of
+# that file: the GRU 256 on tinyshakespeare's 6,476 words, 2,059,084 weights in 1,157,888
+# bytes, with its per-channel scales.
+MAX_UNITS, MIN_UNITS = 256, 64
+INT4_BYTES_PER_WEIGHT = 0.565
+SIZE_MARGIN = 0.97  # of MAX_BYTES: the estimate is within 1% on the files measured
 NGRAM_ORDERS = (2, 3, 4, 5)
 RESERVED_MINUTES = 2.5  # of the overall budget, for every stage but training (they take ~1)
 # Training is counted in epochs, not minutes: the 7.5-minute budget this replaced gave 3
@@ -160,6 +168,7 @@ def _ngram_stage(config, out: Path, say, orders=NGRAM_ORDERS) -> dict:
         f"{compact_path.stat().st_size / 1024:,.0f} KiB, val PPL {compact_result.ppl:.2f} "
         f"({time.perf_counter() - t0:.1f}s)")
     return {"best_order": best, "model": models[best], "models": models, "compact": compact,
+            "vocab_size": data.tokenizer.vocab_size,
             "arpa": arpa, "compact_path": compact_path, "result": results[best],
             "compact_result": compact_result, "by_order": results, "val_lines": val_lines,
             "raw_val_lines": data.raw_lines("val"), "val_text": data.corpus.text("val"),
@@ -326,7 +335,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     # 1. n-grams
     ngram = timed("ngram", f"1/6 Kneser-Ney n-grams, orders {NGRAM_ORDERS[0]}–"
                   f"{NGRAM_ORDERS[-1]}", lambda: _ngram_stage(config, out, printer))
-    ng = ngram["result"]
+    config = _sized_to_text(config, ngram["vocab_size"], lstm_overrides, printer)
 
     # 2. LSTM
     def train():
@@ -343,7 +352,7 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     # 3. exports
     manifest = timed("export", "3/6 export SavedModel + TFLite", lambda: _export_stage(
         out, variants or PIPELINE_VARIANTS, qat, printer))
-    chosen, reason = _shipped_model(manifest, ng.ppl, printer)
+    chosen, reason = _shipped_model(manifest, ngram["result"].ppl, printer)
     mix = timed("mixture", "3b/6 the shipped model mixed with a small n-gram and a cache of "
                 "typed words, fitted on validation",
                 lambda: mixture_stage(out, ngram, chosen, KEYBOARD_K, printer))
@@ -475,6 +484,49 @@ def _lstm_config(data, data_dir, epochs: int, minutes: float | None, split_ratio
                          "max_minutes": train_minutes, **split, **(lstm_overrides or {})})
     config.validate()
     return config, train_minutes
+
+
+def tied_gru_weights(vocab_size: int, units: int) -> int:
+    """Weights of the pipeline's model: a GRU of ``units`` over a ``units``-wide embedding
+    tied to the output layer (``V·U`` shared, the output's ``V`` biases, the cell's).
+
+    >>> tied_gru_weights(6476, 256)
+    2059084
+    """
+    # lazy: keras_seq.layers' package loads Keras; the pipeline's module does not
+    from keras_seq.layers.params import count_params
+
+    return vocab_size * units + vocab_size + count_params("gru", units, units)
+
+
+def units_for(vocab_size: int, max_bytes: int = MAX_BYTES) -> int:
+    """The widest tied GRU (a multiple of 8, :data:`MIN_UNITS`–:data:`MAX_UNITS`) whose
+    4-bit step file is estimated within :data:`SIZE_MARGIN` of ``max_bytes``.
+
+    >>> units_for(6476), units_for(8_500), units_for(16_800), units_for(40_000)
+    (256, 248, 144, 64)
+    """
+    for units in range(MAX_UNITS, MIN_UNITS - 1, -8):
+        if tied_gru_weights(vocab_size, units) * INT4_BYTES_PER_WEIGHT <= SIZE_MARGIN * max_bytes:
+            return units
+    return MIN_UNITS
+
+
+def _sized_to_text(config: LMConfig, vocab_size: int, overrides: dict | None,
+                   printer) -> LMConfig:
+    """``config`` with its width sized to the text's vocabulary (:func:`units_for`), said;
+    unchanged where ``overrides`` chose the cell, the units or the embedding."""
+    if {"cell", "units", "embed_dim", "proj_units"} & set(overrides or {}):
+        return config
+    units = units_for(vocab_size)
+    weights = tied_gru_weights(vocab_size, units)
+    printer(f"  sized to the text: {vocab_size:,} tokens in the vocabulary → GRU {units} "
+            f"units tied to its embedding, {weights / 1e6:.2f} M weights, about "
+            f"{weights * INT4_BYTES_PER_WEIGHT / 1e6:.2f} MB in 4 bits (budget "
+            f"{MAX_BYTES / 1e6:.1f} MB; {MAX_UNITS} at most, the widest measured)")
+    sized = dataclasses.replace(config, units=units, embed_dim=units)
+    sized.validate()
+    return sized
 
 
 def _say_lstm(config, train_minutes: float | None, printer) -> None:

@@ -282,3 +282,29 @@ def test_a_recipe_is_a_file_or_fields_set_on_the_command_line(tmp_path):
     recipe.write_text("[1, 2]")
     with pytest.raises(KerasSeqError, match="expected a JSON object"):
         recipe_fields(str(recipe), [])
+
+
+def test_the_model_is_sized_to_the_texts_vocabulary():
+    from keras_seq.pipeline import (
+        INT4_BYTES_PER_WEIGHT,
+        MAX_BYTES,
+        MAX_UNITS,
+        SIZE_MARGIN,
+        _lstm_config,
+        _sized_to_text,
+        tied_gru_weights,
+        units_for,
+    )
+
+    config, _ = _lstm_config("tinyshakespeare", None, 10, None, None, {})
+    said = []
+    sized = _sized_to_text(config, 16_800, {}, said.append)
+    assert sized.units == sized.embed_dim == 144 and sized.tie_weights
+    assert "16,800 tokens in the vocabulary → GRU 144 units" in said[0]
+    assert _sized_to_text(config, 16_800, {"units": 200}, said.append) is config  # yours
+    for vocab in (2_000, 6_476, 16_800, 30_000):
+        units = units_for(vocab)
+        budget = SIZE_MARGIN * MAX_BYTES
+        assert tied_gru_weights(vocab, units) * INT4_BYTES_PER_WEIGHT <= budget
+        assert units == MAX_UNITS or \
+            tied_gru_weights(vocab, units + 8) * INT4_BYTES_PER_WEIGHT > budget
