@@ -61,7 +61,11 @@ def run_record(run_dir: Path) -> dict:
                 {"name": m["name"], "why": m["error"]} for m in manifest["models"]
                 if "error" in m] + manifest.get("skipped", []),
             "checks": summary["checks"],
-            "keyboard": summary.get("keyboard")}
+            "keyboard": summary.get("keyboard"),
+            "mixture": {k: (summary.get("mixture") or {}).get(k)
+                        for k in ("ships", "weights", "half_life", "ngram_order",
+                                  "device_bytes")},
+            "test": summary.get("test")}
 
 
 # ----------------------------------------------------------------------------------------
@@ -86,10 +90,14 @@ def render_main_job(results: dict) -> str:
     verdict = (f"all targets {targets} met in all {len(runs)}" if all_met else
                "targets met: " + ", ".join(f"{m} of {len(r['checks'])}"
                                            for m, r in zip(met, runs)))
+    mix = first.get("mixture") or {}
+    mixed = (f" It suggests with that model mixed with KN{mix['ngram_order']} and a cache of "
+             f"the words typed ({mix['device_bytes']:,} bytes on the device), which won on "
+             "validation." if mix.get("ships") and mix.get("ngram_order") else "")
     return (f"The phone model it ships is `{shipped['name']}`: {shipped['size_bytes']:,} bytes, "
             f"val PPL {shipped['val_ppl']:.2f} against KN{ng['order']}'s "
             f"{ng['val_ppl']:.2f} ({shipped['val_ppl'] / ng['val_ppl']:.3f}×), chosen by "
-            f"the rule in `keras_seq/pipeline.py` (`choose_shipped_model`). Recorded "
+            f"the rule in `keras_seq/pipeline.py` (`choose_shipped_model`).{mixed} Recorded "
             f"`make demo` runs ({len(runs)}, commit {first['commit']}, "
             f"{machine.get('cores')} cores, {machine.get('cpu')}, 1-minute load at the start "
             f"{loads}): the pipeline took {times}; {verdict}.\n")
