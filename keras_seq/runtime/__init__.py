@@ -6,5 +6,6 @@ Nothing under ``keras_seq.runtime`` imports ``tensorflow`` (tested in a subproce
 from keras_seq.runtime.classifier import StreamingClassifier
 from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.runtime.metadata import read_metadata
+from keras_seq.runtime.mixture import MixedLM, MixSpec
 
-__all__ = ["LiteRTLM", "StreamingClassifier", "read_metadata"]
+__all__ = ["LiteRTLM", "MixSpec", "MixedLM", "StreamingClassifier", "read_metadata"]

@@ -49,7 +49,17 @@ class MixSpec:
 
     ``weights``: λ per source of :data:`SOURCES` (≥ 0, summing to 1; a source at 0 is not
     run); ``ngram``: the compact n-gram's file (None without one); ``half_life``: the
-    cache's, in words (None: every word typed counts alike)."""
+    cache's, in words (None: every word typed counts alike).
+
+    >>> spec = MixSpec({"neural": 0.8, "ngram": 0.15, "cache": 0.05}, ngram="kn3.q8.bin",
+    ...                half_life=50)
+    >>> spec.weights
+    {'neural': 0.8, 'ngram': 0.15, 'cache': 0.05}
+    >>> MixSpec({"neural": 0.9, "cache": 0.2})
+    Traceback (most recent call last):
+    ...
+    keras_seq.errors.KerasSeqError: mixture weights must be ≥ 0 and sum to 1, got {...}
+    """
 
     weights: dict
     ngram: str | None = None
