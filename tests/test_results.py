@@ -51,3 +51,18 @@ def test_a_changed_record_changes_the_readme(recorded):
     text = tool.README.read_text()
     changed = {**recorded, "headlines": recorded["headlines"][:-1]}
     assert tool.render(text, changed) != text
+
+
+def test_every_readme_table_row_has_its_headers_cells():
+    # a bare | inside a cell (even in backticks) splits it on GitHub: the renderer escapes
+    # them, and hand-written tables must too
+    bare = re.compile(r"(?<!\\)\|")
+    lines = tool.README.read_text().splitlines()
+    header = None
+    for number, line in enumerate(lines, 1):
+        if not line.startswith("|"):
+            header = None
+            continue
+        if header is None:
+            header = len(bare.findall(line))
+        assert len(bare.findall(line)) == header, f"README.md:{number}: {line[:80]}"

@@ -113,11 +113,17 @@ def render_checks(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell: every ``|`` escaped (GitHub splits cells
+    on a bare ``|`` even inside backticks)."""
+    return re.sub(r"(?<!\\)\|", r"\\|", text)
+
+
 def render_headlines(results: dict) -> str:
     lines = ["| what | measured | command (page) |", "|---|---|---|"]
     for row in results["headlines"]:
-        lines.append(f"| {row['what']} | {row['measured']} | `{row['command']}` "
-                     f"([{row['page_title']}]({row['page']})) |")
+        lines.append(f"| {_cell(row['what'])} | {_cell(row['measured'])} | "
+                     f"`{_cell(row['command'])}` ([{row['page_title']}]({row['page']})) |")
     return "\n".join(lines) + "\n"
 
 
