@@ -160,6 +160,12 @@ def test_the_spec_round_trips_and_refuses_bad_weights(parts, tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps({"weights": {"neural": 1.0}}))
     with pytest.raises(KerasSeqError, match="not a keras-seq mixture"):
         MixSpec.load(tmp_path / "bad.json")
+    (tmp_path / "bad.json").write_text(json.dumps({"format": "keras-seq-mix/1",
+                                                   "weights": {"neural": 1.0}, "extra": 1}))
+    with pytest.raises(KerasSeqError, match="a mixture has 'weights' and may have fitted"):
+        MixSpec.load(tmp_path / "bad.json")
+    with pytest.raises(KerasSeqError, match="must be numbers by source"):
+        MixSpec({"neural": "most"})
     # a mix.json names its n-gram beside it
     model, ngram, _ = parts
     (tmp_path / "kn3.q8.bin").write_bytes(ngram.read_bytes())

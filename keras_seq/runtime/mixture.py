@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +71,11 @@ class MixSpec:
         if unknown:
             raise KerasSeqError(f"mixture weights for {sorted(unknown)}: the sources are "
                                 f"{', '.join(SOURCES)}")
-        w = np.array([float(self.weights.get(s, 0.0)) for s in SOURCES])
+        try:
+            w = np.array([float(self.weights.get(s, 0.0)) for s in SOURCES])
+        except (TypeError, ValueError, AttributeError):
+            raise KerasSeqError(f"mixture weights must be numbers by source, e.g. "
+                                f'{{"neural": 0.8, "ngram": 0.2}}; got {self.weights!r}') from None
         if (w < 0).any() or not math.isclose(w.sum(), 1.0, abs_tol=1e-6):
             raise KerasSeqError(f"mixture weights must be ≥ 0 and sum to 1, got "
                                 f"{dict(zip(SOURCES, w.round(6).tolist()))}")
@@ -92,9 +96,13 @@ class MixSpec:
             raw = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise KerasSeqError(f"cannot read the mixture {path}: {err}") from None
-        if raw.pop("format", None) != MIX_FORMAT:
+        if not isinstance(raw, dict) or raw.pop("format", None) != MIX_FORMAT:
             raise KerasSeqError(f"{path} is not a keras-seq mixture (format {MIX_FORMAT!r}); "
                                 "the pipeline writes one as demo/mix.json")
+        known = {f.name for f in fields(cls)}
+        if set(raw) - known or "weights" not in raw:
+            raise KerasSeqError(f"{path}: fields {sorted(raw)}; a mixture has 'weights' and "
+                                f"may have {', '.join(sorted(known - {'weights'}))}")
         return cls(**raw)
 
 
