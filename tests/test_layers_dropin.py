@@ -136,7 +136,9 @@ def test_implementation_1_is_said_in_one_line_and_changes_nothing(name):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         getattr(ours, name)(4, implementation=2)  # Keras's default: nothing to say
-    with pytest.raises(ValueError, match=r"implementation=3.*expected 1 or 2"):
+        getattr(ours, name)(4, implementation=0)  # Keras 3 takes the legacy 0 and runs 2
+        getattr(keras.layers, name)(4, implementation=0)  # (as it does)
+    with pytest.raises(ValueError, match=r"implementation=3.*expected 0, 1 or 2"):
         getattr(ours, name)(4, implementation=3)
 
 

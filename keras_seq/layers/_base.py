@@ -92,14 +92,15 @@ def fused_kernel(name: str, training: bool = False):
 
 def check_implementation(owner: str, implementation) -> None:
     """Keras's legacy ``implementation`` argument of ``LSTMCell``/``GRUCell``: 2 (its
-    default, one matmul for all gates) is what keras-seq always does; 1 (a matmul per gate,
-    once a memory trade-off) gives the same numbers, so it is accepted and said in one line.
+    default, one matmul for all gates) is what keras-seq always does, and 0 (Keras 1's mode,
+    which Keras 3 still takes and runs as 2) is the same; 1 (a matmul per gate, once a
+    memory trade-off) gives the same numbers, so it is accepted and said in one line.
     """
-    if implementation not in (1, 2) or isinstance(implementation, bool):
+    if implementation not in (0, 1, 2) or isinstance(implementation, bool):
         raise ValueError(
-            f"{owner}: received implementation={implementation!r}; expected 1 or 2 (Keras's "
-            "legacy choice of gate matmuls). Leave it out: keras-seq computes every gate in "
-            "one matmul."
+            f"{owner}: received implementation={implementation!r}; expected 0, 1 or 2 "
+            "(Keras's legacy choice of gate matmuls). Leave it out: keras-seq computes every "
+            "gate in one matmul."
         )
     if implementation == 1:
         warnings.warn(

@@ -79,7 +79,7 @@ class GRUCell(BaseCell):
         reset_after: Apply the reset gate after the recurrent matmul (Keras
             and cuDNN default, ``True``) or before it (the original paper).
         seed: Random seed for dropout.
-        implementation: Keras's legacy gate-matmul choice, 1 or 2; accepted for code
+        implementation: Keras's legacy gate-matmul choice, 0, 1 or 2; accepted for code
             written for Keras, same results either way (1 is said in one line).
         weight_dropout: DropConnect on ``recurrent_kernel`` (one mask per sequence,
             Merity et al. 2017's weight drop); a regulariser for small corpora.

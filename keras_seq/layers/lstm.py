@@ -81,7 +81,7 @@ class LSTMCell(BaseCell):
         recurrent_dropout: Fraction of ``h_{t-1}`` to drop in the recurrent
             matmul (one mask per sequence). Default 0.
         seed: Random seed for dropout.
-        implementation: Keras's legacy gate-matmul choice, 1 or 2; accepted for code
+        implementation: Keras's legacy gate-matmul choice, 0, 1 or 2; accepted for code
             written for Keras, same results either way (1 is said in one line).
         weight_dropout: DropConnect on ``recurrent_kernel`` (one mask per sequence,
             Merity et al. 2017's weight drop); a regulariser for small corpora.
