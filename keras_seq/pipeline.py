@@ -80,16 +80,16 @@ DEMO_DATA = "tinyshakespeare"
 # before. The GRU replaced Gboard's CIFG-LSTMP 512→128, which tied the n-gram on the first
 # suggestion ("The shipped cell: a GRU"). state_reset_prob keeps the zero state (where
 # evaluation and the demo start) in training: without it, epoch-1 validation can collapse.
+# The last DECAY_EPOCHS epochs train at lr × 0.4, then × 0.16 (LMConfig.decay_epochs: the
+# last ones --epochs leaves, or fewer when --minutes runs out first): on tinyshakespeare the
+# 176-unit GRU ends 10 epochs so at val PPL 59.97 against 63.43 for 8 at the full rate
+# (docs/export-and-on-device.md, "The keyboard on the test split").
+DECAY_EPOCHS = 2
 LM_DEFAULTS = dict(tokenizer="word", min_count=2, cell="gru", embed_dim=256, units=256,
                    num_layers=1, tie_weights=True, dropout=0.3, variational_dropout=True,
                    embed_dropout=0.1, weight_dropout=0.2, optimizer="adam", lr=3e-3, bptt=35,
                    batch_size=20, state_reset_prob=0.02, histogram_freq=0, sample_tokens=0,
-                   log_every=100, lr_decay=0.4)
-# The last DECAY_EPOCHS epochs train at lr × 0.4, then × 0.16 (LMConfig.decay_start is set
-# from --epochs): on tinyshakespeare the 176-unit GRU ends 10 epochs so at val PPL 59.97
-# against 63.43 for 8 at the full rate (docs/export-and-on-device.md, "The keyboard on the
-# test split").
-DECAY_EPOCHS = 2
+                   log_every=100, lr_decay=0.4, decay_epochs=DECAY_EPOCHS)
 # Sizing the model to the text (:func:`units_for`): the widest GRU whose tied 4-bit step
 # file fits the budget, at most MAX_UNITS (the widest measured here). Bytes per weight of
 # that file: the GRU 256 on tinyshakespeare's 6,476 words, 2,059,084 weights in 1,157,888
@@ -480,7 +480,6 @@ def _lstm_config(data, data_dir, epochs: int, minutes: float | None, split_ratio
     split = {"split_ratio": split_ratio} if split_ratio else {}
     train_minutes = None if minutes is None else max(0.2, minutes - RESERVED_MINUTES)
     config = LMConfig(**{**LM_DEFAULTS, "data": data, "data_dir": data_dir, "epochs": epochs,
-                         "decay_start": max(1, epochs - DECAY_EPOCHS),
                          "max_minutes": train_minutes, **split, **(lstm_overrides or {})})
     config.validate()
     return config, train_minutes

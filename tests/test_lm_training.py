@@ -1,3 +1,4 @@
+import csv
 import json
 import math
 
@@ -260,3 +261,27 @@ def test_keyboard_top1_is_the_models_own_argmax(tmp_path, corpus_file, capsys):
     assert json.loads(capsys.readouterr().out)["keyboard"]["top1"] == pytest.approx(hits.mean())
     assert main(["eval", "lm", "--run-dir", str(run), "--suggestions", "0"]) == 2
     assert "--suggestions must be ≥ 1 (got 0)" in capsys.readouterr().err
+
+
+def test_the_decay_tail_falls_over_the_epochs_training_has_room_for(corpus_file, tmp_path):
+    # by count: the last two of three epochs, as decay_start = epochs - 2 would
+    sched = cb.BudgetedDecay(1.0, 0.5, last=2, epochs=3)
+    assert [sched.rate(e) for e in range(3)] == [1.0, 0.5, 0.25]
+    # by time: 2-minute epochs in a 9-minute budget leave room for 4; the rate never rises
+    sched = cb.BudgetedDecay(1.0, 0.5, last=2, epochs=50, minutes=9)
+    rates = [sched.rate(e, elapsed=120 * e) for e in range(4)]
+    assert rates == [1.0, 1.0, 0.5, 0.25]
+    assert sched.rate(5, elapsed=200) == 0.25  # faster epochs later: k stays
+    # a resumed run counts its epoch times from where it starts
+    sched = cb.BudgetedDecay(1.0, 0.5, last=1, epochs=50, minutes=5)
+    assert [sched.rate(e, elapsed=60 * (e - 10)) for e in (10, 11, 13, 14)] == \
+        [1.0, 1.0, 1.0, 0.5]
+    # in training: the logged rate of each epoch
+    run = tmp_path / "run"
+    train_lm(tiny_config(corpus_file, epochs=3, lr_decay=0.5, decay_epochs=2, sample_tokens=0,
+                         histogram_freq=0), run, verbose=0)
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert [float(r["learning_rate"]) for r in rows] == pytest.approx([0.01, 0.005, 0.0025])
+    # configs written before the field read with it off
+    old = {k: v for k, v in LMConfig().to_dict().items() if k != "decay_epochs"}
+    assert LMConfig.from_dict({"kind": "lm", **old}).decay_epochs == 0

@@ -301,6 +301,56 @@ class PTBLearningRate(keras.callbacks.Callback):
             logs["learning_rate"] = float(self.model.optimizer.learning_rate.numpy())
 
 
+class BudgetedDecay(keras.callbacks.Callback):
+    """The learning rate falls over the last ``last`` epochs that training has room for:
+    ``base_lr · decay ** k`` where ``k`` counts the epochs into that tail (0 before it).
+
+    The room is the ``epochs`` still to run, or fewer when ``minutes`` (a time budget)
+    runs out first: from the second epoch on, the epochs that fit in the time left at the
+    mean epoch time so far. ``k`` never goes back down. With no budget this is the PTB
+    schedule with ``decay_start = epochs − last`` (:class:`PTBLearningRate`).
+
+    >>> sched = BudgetedDecay(1.0, 0.5, last=2, epochs=5)
+    >>> [sched.rate(e) for e in range(5)]
+    [1.0, 1.0, 1.0, 0.5, 0.25]
+    >>> sched = BudgetedDecay(1.0, 0.5, last=2, epochs=100, minutes=10)
+    >>> [sched.rate(e, elapsed=60 * e) for e in range(8)]   # 1 min an epoch: 10 fit
+    [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    >>> [sched.rate(e, elapsed=60 * e) for e in range(8, 10)]
+    [0.5, 0.25]
+    """
+
+    def __init__(self, base_lr: float, decay: float, last: int, epochs: int,
+                 minutes: float | None = None):
+        super().__init__()
+        self.base_lr, self.decay, self.last = base_lr, decay, last
+        self.epochs, self.minutes = epochs, minutes
+        self.k, self.first, self.start = 0, None, time.monotonic()
+
+    def rate(self, epoch: int, elapsed: float | None = None) -> float:
+        """The rate of ``epoch`` (from 0), ``elapsed`` seconds into training."""
+        if self.first is None:
+            self.first = epoch  # a resumed run counts its epoch times from here
+        left = self.epochs - epoch  # this one included
+        done = epoch - self.first
+        if self.minutes and done > 0:
+            elapsed = time.monotonic() - self.start if elapsed is None else elapsed
+            left = min(left, int((60 * self.minutes - elapsed) // (elapsed / done)))
+        if left <= self.last:
+            self.k = max(self.k, self.last - left + 1)
+        return self.base_lr * self.decay ** self.k
+
+    def on_train_begin(self, logs=None):
+        self.start = time.monotonic()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.model.optimizer.learning_rate.assign(self.rate(int(epoch)))
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["learning_rate"] = float(self.model.optimizer.learning_rate.numpy())
+
+
 class GradientNormLogger(keras.callbacks.Callback):
     """Write ``grad_norm/global``, ``grad_norm/<layer>``, ``learning_rate`` and the batch loss
     to TensorBoard every N steps.

@@ -32,7 +32,9 @@ def base_config(args) -> dict:
     if init_from:
         base = LMConfig.load(runs.check_run_dir(init_from, "lm") / runs.CONFIG).to_dict()
         base.pop("version")  # this keras-seq's
-        return {**base, "qat": None, "init_from": init_from, "max_minutes": None}
+        # a fine-tune runs at the learning rate it is given: no decay tail of the base run's
+        return {**base, "qat": None, "init_from": init_from, "max_minutes": None,
+                "decay_epochs": 0}
     name = getattr(args, "preset", None)
     return preset(name).to_dict() if name else LMConfig().to_dict()
 

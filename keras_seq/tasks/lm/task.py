@@ -385,7 +385,10 @@ class LMTask(trainer.Task):
                 first.append(cb.RowStateResets(config.state_reset_prob, config.seed))
             if config.qat == "int8":  # full-integer QAT: the activation ranges, tracked
                 first.append(cb.ActivationRangeTracker(_range_sample(config, prepared)))
-        if config.optimizer == "sgd" or config.lr_decay != 1.0:
+        if config.decay_epochs:
+            first.append(cb.BudgetedDecay(config.lr, config.lr_decay, config.decay_epochs,
+                                          config.epochs, config.max_minutes))
+        elif config.optimizer == "sgd" or config.lr_decay != 1.0:
             first.append(cb.PTBLearningRate(config.lr, config.lr_decay, config.decay_start))
         middle = [cb.GradientNormLogger(tb_dir / "diagnostics", every=config.log_every),
                   _SampleWriter(prepared.state.tokenizer, tb_dir / "samples",
@@ -456,7 +459,7 @@ def finetune_lm(run_dir, out_dir, qat: str | None, epochs: int, lr: float,
     out_dir = Path(out_dir)
     base = LMConfig.load(check_run_dir(run_dir) / "config.json")
     config = replace(base, qat=qat, init_from=str(run_dir), epochs=epochs, lr=lr,
-                     max_minutes=None, version=LMConfig().version)
+                     max_minutes=None, decay_epochs=0, version=LMConfig().version)
     config.validate()
     return train_lm(config, out_dir, resume=(out_dir / "config.json").is_file(), verbose=2,
                     printer=printer)
