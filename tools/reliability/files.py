@@ -799,6 +799,10 @@ def _config_json(n: int, workdir: Path) -> _Tally:
             return None if str(path) in str(err) else f"{how}: refusal names no file: {err}"
         data = json.loads(content)
         fields = {f.name: f.type for f in dataclasses.fields(LMConfig)}
+        missing = set(fields) - set(data) if isinstance(data, dict) else set()
+        if missing and missing <= set(LMConfig.added_alone):  # an older config: its default
+            data.update({f.name: f.default for f in dataclasses.fields(LMConfig)
+                         if f.name in missing})
         if (data.get("kind") != "lm" or set(data) != {"kind", *fields}
                 or not all(_valid_typed(fields[k], data[k]) for k in fields)):
             return f"{how}: damaged config.json accepted"

@@ -5,6 +5,7 @@ No TensorFlow import here, so the CLI can parse and print configs quickly.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -138,14 +139,21 @@ class LMConfig(TrainConfig):
                                    "override it (the shape must match)", metavar="RUN_DIR",
                                    default_help="fresh weights")
 
+    # issue 55: a field added alone; a config without it is older and reads it at its
+    # default (off), so a missing one cannot be told from an old config
+    added_alone: ClassVar[tuple[str, ...]] = ("decay_epochs",)
+
     @classmethod
     def migrate(cls, data: dict) -> dict:
         """Older configs: the wave-3 fields (:attr:`added`, by the base class), then the
-        wave-5 ones (:attr:`added_qat`) at their defaults when none is present."""
+        wave-5 ones (:attr:`added_qat`) at their defaults when none is present, then each
+        of :attr:`added_alone` at its default when missing."""
         data = super().migrate(data)
         if not set(cls.added_qat) & set(data):
             data.update(qat=None, init_from=None)
-        data.setdefault("decay_epochs", 0)  # issue 55: off before it existed
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        for name in cls.added_alone:  # older configs lack it: read at its default
+            data.setdefault(name, defaults[name])
         return data
 
     def problems(self) -> list[str]:
