@@ -99,9 +99,9 @@ class LMConfig(TrainConfig):
                              range=POSITIVE)
     decay_start: int = option(1, "epochs at the full learning rate before decaying (PTB "
                               "max_epoch)", range=NON_NEGATIVE)
-    decay_epochs: int = option(0, "instead of --decay-start: decay over the last N epochs "
-                               "that --epochs and --max-minutes leave room for, judged as "
-                               "training goes from the epochs' times (0: off)",
+    decay_epochs: int = option(0, "instead of --decay-start: × --lr-decay an epoch over the "
+                               "last N epochs that --epochs and --max-minutes leave room "
+                               "for, judged as training goes from the epochs' times (0: off)",
                                range=NON_NEGATIVE)
     clip_norm: float | None = 5.0  # global-norm clipping threshold θ; None = off
     max_steps_per_epoch: int | None = option(None, "cap on the batches of an epoch, every "
