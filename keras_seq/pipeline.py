@@ -780,7 +780,7 @@ def summary_checks(summary: dict, manifest: dict, report: dict) -> list[dict]:
     judged = _judged(summary, manifest)
     job = f"+top{KEYBOARD_K}"
     compact = ngram_runtime(ng["order"], "compact")
-    keyboard_name = judged["name"] if judged["name"] == MIX_NAME else f"tflite {demo['name']}"
+    keyboard_name = judged["name"]  # the mixture's row, or "tflite <step model>"
 
     def spread(r):
         return f" (rounds {r[0]:.2f}–{r[1]:.2f}×)" if r else ""

@@ -28,7 +28,6 @@ import numpy as np
 
 from keras_seq.errors import KerasSeqError
 from keras_seq.runtime.litert import LiteRTLM
-from keras_seq.runtime.mixture import MixedLM
 from keras_seq.sampling import TopKSampler
 
 
@@ -169,6 +168,9 @@ def run_demo(model_path, tokenizer=None, threads: int = 1, top: int = 3,
     stdin = stdin or sys.stdin
     out = stdout or sys.stdout
     if mix is not None:
+        # lazy: the mixture imports the n-gram package; the plain demo starts without it
+        from keras_seq.runtime.mixture import MixedLM
+
         lm = MixedLM(model_path, mix, tokenizer=tokenizer, num_threads=threads)
     else:
         lm = LiteRTLM(model_path, tokenizer=tokenizer, num_threads=threads)

@@ -53,6 +53,29 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum())
 
 
+def largest(values: np.ndarray, k: int, skip: set, erased) -> list[tuple[int, float]]:
+    """``(index, value)`` of the ``k`` largest ``values`` whose index is not in ``skip``,
+    largest first, ties to the lower index (``argmax`` returns the first), from at most
+    ``k + len(skip)`` ``argmax`` passes instead of a sort: each one taken is set to
+    ``erased`` (below every value) for the next pass, and all are restored after.
+
+    >>> [(i, float(v)) for i, v in largest(np.array([0.1, 0.5, 0.5, 0.2]), 2, {1}, -1.0)]
+    [(2, 0.5), (3, 0.2)]
+    """
+    out, taken = [], []
+    try:
+        while len(out) < k and len(taken) < len(values):
+            i = int(values.argmax())
+            taken.append((i, values[i]))
+            values[i] = erased  # restored below
+            if i not in skip:
+                out.append(taken[-1])
+    finally:
+        for i, value in taken:
+            values[i] = value
+    return out
+
+
 class LiteRTLM:
     """A streaming next-token model on the LiteRT interpreter.
 
@@ -381,20 +404,10 @@ class LiteRTLM:
         words in the same order as sorting the whole softmax (largest first, ties by the
         lower id: ``argmax`` returns the first), from at most ``k + len(skip)`` ``argmax``
         calls; the probabilities from one float32 pass for the softmax's normaliser."""
-        logits = self.logits  # our own copy of the interpreter's output
         top, total = self._normaliser()
-        vocab, out, taken = self.tokenizer.vocab, [], []
-        try:
-            while len(out) < k and len(taken) < len(logits):
-                i = int(logits.argmax())
-                taken.append((i, logits[i]))
-                logits[i] = -np.inf  # restored below
-                if i not in skip:
-                    out.append((vocab[i], float(np.exp(taken[-1][1] - top)) / total))
-        finally:
-            for i, value in taken:
-                logits[i] = value
-        return out
+        vocab = self.tokenizer.vocab
+        return [(vocab[i], float(np.exp(value - top)) / total)
+                for i, value in largest(self.logits, k, skip, -np.inf)]
 
     def generate(self, prompt: str, max_tokens: int, sampler: Sampler | None = None,
                  seed: int | None = None, on_token=None) -> tuple[list[int], list[float]]:

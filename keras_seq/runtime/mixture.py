@@ -32,7 +32,7 @@ from keras_seq.errors import KerasSeqError
 from keras_seq.keyboard import KeyboardScorer, word_stream
 from keras_seq.ngram.compact import NgramStream, read_compact
 from keras_seq.ngram.counts import BOS_TOKEN, EOS_TOKEN, UNK_TOKEN
-from keras_seq.runtime.litert import LiteRTLM
+from keras_seq.runtime.litert import LiteRTLM, largest
 
 #: the mixture's sources, in the order of every weight vector
 SOURCES = ("neural", "ngram", "cache")
@@ -343,18 +343,8 @@ class MixedLM(LiteRTLM):
         normaliser: they sum to 1), ties to the lower id as :class:`LiteRTLM`'s."""
         if self._mixed is None:
             return super()._top_k(k, skip)
-        p, vocab, out, taken = self._mixed, self.tokenizer.vocab, [], []
-        try:
-            while len(out) < k and len(taken) < len(p):
-                i = int(p.argmax())
-                taken.append((i, p[i]))
-                p[i] = -1.0  # restored below
-                if i not in skip:
-                    out.append((vocab[i], float(taken[-1][1])))
-        finally:
-            for i, value in taken:
-                p[i] = value
-        return out
+        vocab = self.tokenizer.vocab
+        return [(vocab[i], float(p)) for i, p in largest(self._mixed, k, skip, -1.0)]
 
 
 def source_probs(lm: MixedLM, ids, targets) -> np.ndarray:

@@ -301,7 +301,7 @@ class PTBLearningRate(keras.callbacks.Callback):
             logs["learning_rate"] = float(self.model.optimizer.learning_rate.numpy())
 
 
-class BudgetedDecay(keras.callbacks.Callback):
+class BudgetedDecay(PTBLearningRate):
     """The learning rate falls over the last ``last`` epochs that training has room for:
     ``base_lr · decay ** k`` where ``k`` counts the epochs into that tail (0 before it).
 
@@ -322,9 +322,8 @@ class BudgetedDecay(keras.callbacks.Callback):
 
     def __init__(self, base_lr: float, decay: float, last: int, epochs: int,
                  minutes: float | None = None):
-        super().__init__()
-        self.base_lr, self.decay, self.last = base_lr, decay, last
-        self.epochs, self.minutes = epochs, minutes
+        super().__init__(base_lr, decay, decay_start=epochs - last)
+        self.last, self.epochs, self.minutes = last, epochs, minutes
         self.k, self.first, self.start = 0, None, time.monotonic()
 
     def rate(self, epoch: int, elapsed: float | None = None) -> float:
@@ -342,13 +341,6 @@ class BudgetedDecay(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self.start = time.monotonic()
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.model.optimizer.learning_rate.assign(self.rate(int(epoch)))
-
-    def on_epoch_end(self, epoch, logs=None):
-        if logs is not None:
-            logs["learning_rate"] = float(self.model.optimizer.learning_rate.numpy())
 
 
 class GradientNormLogger(keras.callbacks.Callback):
