@@ -8,9 +8,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DATA_DIR ?= $(abspath ../shared/data)
-# PyPI's torch for Linux is a CUDA build of several GB; on a machine without this project's
-# local CPU wheel, TORCH_INDEX=https://download.pytorch.org/whl/cpu installs the CPU one.
-TORCH_INDEX ?=
+# PyPI's torch for Linux is a CUDA build of several GB. `make test` asks for the CPU build by
+# its local version (torch==2.13.0+cpu, which PyPI does not have): from a local wheel where
+# pip finds one (find-links, a mirror), else from PyTorch's CPU index, TORCH_INDEX.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_CPU = torch==$$(grep -o '^torch==[0-9.]*' constraints.txt | cut -d= -f3)+cpu
 
 .PHONY: prereqs venv web-deps test test-slow test-all demo package-check lock reliability \
     reliability-quick lint clean
@@ -19,6 +21,17 @@ prereqs:
 	@bash scripts/prereqs.sh $(PYTHON)
 
 venv: prereqs $(STAMP)
+
+# `make demo`'s environment: keras-seq with only what the main job runs, the core (TensorFlow,
+# Keras, LiteRT, numpy), `plot` (its PNGs) and `quantize` (the int4 model), each at its
+# constraints.txt version: no torch, JAX, Playwright or test tools (54 s here from pip's cache).
+# `make test` adds the rest to the same .venv.
+DEMO_STAMP := $(VENV)/.installed-demo
+$(DEMO_STAMP): constraints.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[plot,quantize]"
+	touch $(DEMO_STAMP)
 
 # LiteRT.js for the browser demo (`keras-seq export web` copies it into every site), pinned
 # with its integrity hashes in keras_seq/web/package-lock.json; offline after this. Without
@@ -41,7 +54,8 @@ $(WEB_STAMP): $(WEB_DIR)/package.json $(WEB_DIR)/package-lock.json
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(if $(TORCH_INDEX),$(BIN)/python -m pip install --quiet -c constraints.txt torch --index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install --quiet "$(TORCH_CPU)" 2>/dev/null || \
+	    $(BIN)/python -m pip install --quiet "$(TORCH_CPU)" --extra-index-url $(TORCH_INDEX)
 	if command -v "$${CXX:-c++}" >/dev/null 2>&1; then \
 	    $(BIN)/python -m pip install --quiet --no-deps $$(grep -o '^kenlm==[^ #]*' constraints.txt) & \
 	    kenlm=$$!; else kenlm=; echo "venv: no C++ compiler, kenlm left out"; fi; \
@@ -95,7 +109,7 @@ package-check: prereqs
 DEMO_OUT ?= runs/pipeline
 # the neural + n-gram + cache mixture, where the pipeline shipped one
 DEMO_MIX = $$([ -f $(DEMO_OUT)/demo/mix.json ] && echo --mix $(DEMO_OUT)/demo/mix.json)
-demo: prereqs $(STAMP) web-deps
+demo: prereqs $(DEMO_STAMP) web-deps
 	$(BIN)/keras-seq data stats --data tinyshakespeare --tokenizer word --min-count 2
 	$(BIN)/keras-seq pipeline --out $(DEMO_OUT)
 	printf 'my lord\nthe king is\n/gen 30\n' | \

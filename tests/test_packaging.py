@@ -250,3 +250,49 @@ def test_a_wheel_whose_core_needs_an_extras_package_is_refused(wheel, tmp_path):
     with zipfile.ZipFile(heavier) as whl:
         assert wheel_contents.problems(whl) == [
             "matplotlib is a core dependency (it belongs in an extra)"]
+
+
+# What `make demo`'s environment must never pull in: the backends it does not train on, the
+# browser driver, the test tools (issue 57: a first run installs what it runs).
+NOT_FOR_THE_DEMO = {"torch", "jax", "jaxlib", "playwright", "pytest", "schemathesis"}
+
+
+def _demo_extras() -> set[str]:
+    """The extras the Makefile's `make demo` install names (``-e ".[a,b]"`` in the
+    ``$(DEMO_STAMP)`` recipe)."""
+    rule = (ROOT / "Makefile").read_text().split("\n$(DEMO_STAMP):", 1)[1].split("\n\n")[0]
+    found = re.findall(r'-e "\.\[([a-z,]+)\]"', rule)
+    assert len(found) == 1, f"the $(DEMO_STAMP) recipe names no one editable install: {rule}"
+    return set(found[0].split(","))
+
+
+def test_make_demo_installs_only_what_the_main_job_runs():
+    extras = _demo_extras()
+    assert extras == {"plot", "quantize"}, extras
+    pulled = set().union(*(_extra(e) for e in extras))
+    assert not pulled & NOT_FOR_THE_DEMO, pulled & NOT_FOR_THE_DEMO
+    demo = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n", 1)[0]
+    assert "$(DEMO_STAMP)" in demo and "$(STAMP)" not in demo, demo
+
+
+def test_make_test_asks_for_the_cpu_build_of_torch():
+    """PyPI has no ``+cpu`` local version: asking for it can only install the CPU build."""
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^TORCH_CPU = torch==.*\+cpu$", makefile, re.M), "TORCH_CPU is gone"
+    stamp = makefile.split("\n$(STAMP):", 1)[1].split("\n\n")[0]
+    assert stamp.index('"$(TORCH_CPU)"') < stamp.index("-r requirements.txt"), stamp
+
+
+def test_the_quick_start_runs_in_the_demo_venv_with_min_count_2():
+    """Quick start activates the venv `make demo` built, and every command that tokenizes
+    words keeps the vocabulary the docs recommend (``--min-count 2``)."""
+    section = (ROOT / "README.md").read_text().split("\n## Quick start\n", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    lines = [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+    assert lines[0].startswith("source .venv/bin/activate"), lines[0]
+    tokenizing = [line for line in lines if line.startswith(
+        ("keras-seq data stats", "keras-seq data prepare", "keras-seq ngram train",
+         "keras-seq train lm")) and "--init-from" not in line]
+    assert len(tokenizing) >= 4, tokenizing
+    for line in tokenizing:
+        assert "--min-count 2" in line, line
