@@ -98,7 +98,17 @@ MAX_UNITS, MIN_UNITS = 256, 64
 INT4_BYTES_PER_WEIGHT = 0.565
 SIZE_MARGIN = 0.97  # of MAX_BYTES: the estimate is within 1% on the files measured
 NGRAM_ORDERS = (2, 3, 4, 5)
-RESERVED_MINUTES = 2.5  # of the overall budget, for every stage but training (they take ~1)
+#: The whole job's time budget unless --minutes says otherwise: training gets what the
+#: other stages leave (:func:`training_minutes`), so a 4 MB text ends within 15 minutes on
+#: 2 cores; on tinyshakespeare the 10 epochs end well inside it.
+DEFAULT_MINUTES = 14.5
+# The stages after training (validation PPL, export, mixture, benchmark, demo, keyboard
+# metrics, the test split) take about AFTER_TRAINING_S plus AFTER_TRAINING_S_PER_POSITION
+# for each validation and test position (they run the models over both splits): fitted to
+# the King James Bible's 100,777 positions (218 s) on a 2-core AMD EPYC, with room to spare.
+AFTER_TRAINING_S = 75.0
+AFTER_TRAINING_S_PER_POSITION = 1.6e-3
+MIN_TRAIN_MINUTES = 0.2
 # Training is counted in epochs, not minutes: the 7.5-minute budget this replaced gave 3
 # epochs at load 3 (val PPL 80.9, 15% target missed), more on a quieter machine, and so a
 # different model and verdict on each machine.
@@ -202,16 +212,19 @@ def _ngram_steppers(ngram: dict) -> tuple[dict, dict, np.ndarray]:
 
 def _keyboard_stage(out: Path, manifest: dict, ngram: dict, shipped: str, mix: dict,
                     say) -> dict:
-    """Keyboard metrics (docs/keyboard.md) of every streaming TFLite candidate, the
-    mixture and both n-grams on the validation split, at the same positions, and the
-    shipped keyboard's paired differences from the compact n-gram (95% block-bootstrap
-    intervals)."""
+    """Keyboard metrics (docs/keyboard.md) of the streaming TFLite candidates that could
+    ship (within :data:`MAX_BYTES`, and the shipped one), the mixture and both n-grams on
+    the validation split, at the same positions, and the shipped keyboard's paired
+    differences from the compact n-gram (95% block-bootstrap intervals). The others are
+    not rated: their PPL is in the export's table, and rating each costs as long as the
+    validation split (about 12 s per 50,000 positions here)."""
     order, rated = ngram["best_order"], {}
     for name, model in ((ngram_runtime(order, "arpa"), ngram["model"]),
                         (ngram_runtime(order, "compact"), ngram["compact"])):
         rated[name] = ngram_keyboard(model, ngram["raw_val_lines"], KEYBOARD_K)
     for m in manifest["models"]:
-        if "error" not in m and m["graph"] in EXPORT_GRAPHS:
+        if "error" not in m and m["graph"] in EXPORT_GRAPHS and (
+                m["size_bytes"] <= MAX_BYTES or m["name"] == shipped):
             lm = LiteRTLM(out / "tflite" / m["file"])
             lm.reset()
             rated[f"tflite {m['name']}"] = stream_outcomes(lm.step, lm.tokenizer,
@@ -309,15 +322,17 @@ def _generation_check(model_path, tokens: int = GENERATION_CHECK_TOKENS) -> dict
 # The job
 
 
-def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | None = None,
+def run_pipeline(data: str = DEMO_DATA, out="pipeline_out",
+                 minutes: float | None = DEFAULT_MINUTES,
                  bench_tokens: int = 1000, printer=print, lstm_overrides: dict | None = None,
                  variants=None, data_dir=None, split_ratio: str | None = None,
                  rounds: int = 3, epochs: int = DEMO_EPOCHS, qat: str | None = None,
                  qat_epochs: int = QAT_EPOCHS, qat_lr: float = QAT_LR) -> dict:
     """Run every stage into ``out``; returns the summary (also ``out/pipeline.json``).
 
-    The LM trains ``epochs`` epochs; ``minutes``, if given, caps the whole job (training
-    gets all but :data:`RESERVED_MINUTES` of it and may stop mid-epoch). ``qat``
+    The LM trains ``epochs`` epochs, or fewer where ``minutes`` (the whole job's budget;
+    None: no cap) runs out first: training gets what the other stages leave
+    (:func:`training_minutes`) and ends at the last epoch end that fits. ``qat``
     (``"int8"``, ``"int4"``): a quantization-aware fine-tune (:func:`_qat_stage`) joins the
     candidates the shipped model is chosen from."""
     # lazy: loads Keras, TensorFlow only when this runs
@@ -330,12 +345,12 @@ def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes: float | Non
     _make_out_dir(out)
     clock = _StageClock(printer)
     stage, timed, stages = clock.heading, clock.run, clock.seconds
-    config, train_minutes = _lstm_config(data, data_dir, epochs, minutes, split_ratio,
-                                         lstm_overrides)
+    config = _lstm_config(data, data_dir, epochs, split_ratio, lstm_overrides)
     # 1. n-grams
     ngram = timed("ngram", f"1/6 Kneser-Ney n-grams, orders {NGRAM_ORDERS[0]}–"
                   f"{NGRAM_ORDERS[-1]}", lambda: _ngram_stage(config, out, printer))
     config = _sized_to_text(config, ngram["vocab_size"], lstm_overrides, printer)
+    config, train_minutes = _budgeted(config, minutes, clock, _positions(ngram), printer)
 
     # 2. LSTM
     def train():
@@ -473,16 +488,54 @@ def _make_out_dir(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def _lstm_config(data, data_dir, epochs: int, minutes: float | None, split_ratio: str | None,
-                 lstm_overrides: dict | None) -> tuple[LMConfig, float | None]:
-    """``(config, train_minutes)``: the LM's validated config (:data:`LM_DEFAULTS` with
-    the run's data, epochs and overrides) and its training budget (None: no cap)."""
+def _lstm_config(data, data_dir, epochs: int, split_ratio: str | None,
+                 lstm_overrides: dict | None) -> LMConfig:
+    """The LM's validated config: :data:`LM_DEFAULTS` with the run's data, epochs and
+    overrides (its time budget comes later, :func:`_budgeted`)."""
     split = {"split_ratio": split_ratio} if split_ratio else {}
-    train_minutes = None if minutes is None else max(0.2, minutes - RESERVED_MINUTES)
     config = LMConfig(**{**LM_DEFAULTS, "data": data, "data_dir": data_dir, "epochs": epochs,
-                         "max_minutes": train_minutes, **split, **(lstm_overrides or {})})
+                         **split, **(lstm_overrides or {})})
     config.validate()
-    return config, train_minutes
+    return config
+
+
+def training_minutes(minutes: float, spent_s: float, positions: int) -> float:
+    """What training may take of a ``minutes`` job that has run ``spent_s`` seconds, when
+    the stages after it have ``positions`` validation and test positions to run over
+    (:data:`AFTER_TRAINING_S`, :data:`AFTER_TRAINING_S_PER_POSITION`); at least
+    :data:`MIN_TRAIN_MINUTES`.
+
+    >>> round(training_minutes(14.5, 6, 100_777), 1)     # the King James Bible
+    10.5
+    >>> round(training_minutes(14.5, 2, 29_344), 1)      # tinyshakespeare
+    12.4
+    """
+    after = AFTER_TRAINING_S + AFTER_TRAINING_S_PER_POSITION * positions
+    return max(MIN_TRAIN_MINUTES, (60 * minutes - spent_s - after) / 60)
+
+
+def _positions(ngram: dict) -> int:
+    """The validation and test positions the stages after training run the models over."""
+    return ngram["result"].tokens + sum(len(line) + 1 for line in ngram["test_lines"])
+
+
+def _budgeted(config: LMConfig, minutes: float | None, clock, positions: int,
+              printer) -> tuple[LMConfig, float | None]:
+    """``(config, train_minutes)``: ``config`` with the training budget that ``minutes``
+    leaves (:func:`training_minutes`; None: no cap), said."""
+    if minutes is None:
+        return config, None
+    spent = time.perf_counter() - clock.started
+    train = training_minutes(minutes, spent, positions)
+    printer(f"  time budget: {minutes:g} min for the job; {spent / 60:.1f} min spent, about "
+            f"{(AFTER_TRAINING_S + AFTER_TRAINING_S_PER_POSITION * positions) / 60:.1f} min "
+            f"for the stages after training ({positions:,} validation and test positions) "
+            f"→ training gets at most {train:.1f} min, "
+            + (f"ending at the last epoch end that fits (the last {config.decay_epochs} at "
+               "a falling rate)" if config.decay_epochs else "stopping mid-epoch if need be"))
+    budgeted = dataclasses.replace(config, max_minutes=train)
+    budgeted.validate()
+    return budgeted, train
 
 
 def tied_gru_weights(vocab_size: int, units: int) -> int:

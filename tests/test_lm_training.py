@@ -1,6 +1,8 @@
 import csv
 import json
 import math
+import time
+import types
 
 import keras
 import numpy as np
@@ -276,6 +278,17 @@ def test_the_decay_tail_falls_over_the_epochs_training_has_room_for(corpus_file,
     sched = cb.BudgetedDecay(1.0, 0.5, last=1, epochs=50, minutes=5)
     assert [sched.rate(e, elapsed=60 * (e - 10)) for e in (10, 11, 13, 14)] == \
         [1.0, 1.0, 1.0, 0.5]
+    # with a budget, training ends at the end of the last epoch that fits, never in a part
+    # epoch the budget would cut: 4 epochs in 7.8 minutes leave room for a 5th in 10, 4 in
+    # 8.5 do not
+    sched = cb.BudgetedDecay(1.0, 0.5, last=2, epochs=9, minutes=10)
+    sched.set_model(types.SimpleNamespace(stop_training=False))
+    sched.start = time.monotonic() - 470
+    sched.on_epoch_end(3)
+    assert not sched.model.stop_training and sched.stopped_after is None
+    sched.start = time.monotonic() - 510
+    sched.on_epoch_end(3)
+    assert sched.model.stop_training and sched.stopped_after == 3
     # in training: the logged rate of each epoch
     run = tmp_path / "run"
     train_lm(tiny_config(corpus_file, epochs=3, lr_decay=0.5, decay_epochs=2, sample_tokens=0,

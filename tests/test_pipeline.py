@@ -296,7 +296,7 @@ def test_the_model_is_sized_to_the_texts_vocabulary():
         units_for,
     )
 
-    config, _ = _lstm_config("tinyshakespeare", None, 10, None, None, {})
+    config = _lstm_config("tinyshakespeare", None, 10, None, {})
     said = []
     sized = _sized_to_text(config, 16_800, {}, said.append)
     assert sized.units == sized.embed_dim == 144 and sized.tie_weights
@@ -308,3 +308,19 @@ def test_the_model_is_sized_to_the_texts_vocabulary():
         assert tied_gru_weights(vocab, units) * INT4_BYTES_PER_WEIGHT <= budget
         assert units == MAX_UNITS or \
             tied_gru_weights(vocab, units + 8) * INT4_BYTES_PER_WEIGHT > budget
+
+
+def test_the_time_budget_leaves_the_later_stages_their_time():
+    """Training gets the job's budget less what was spent and what the stages after it
+    need, which grows with the positions they run over; the CLI's default is the
+    pipeline's."""
+    from keras_seq.cli import build_parser
+
+    args = build_parser("pipeline").parse_args(["pipeline", "--out", "x"])
+    assert args.minutes == pipeline.DEFAULT_MINUTES
+    after = pipeline.AFTER_TRAINING_S / 60
+    bible, small = (pipeline.training_minutes(14.5, 6, n) for n in (100_777, 10_000))
+    assert bible < small < 14.5 - 0.1 - after
+    assert bible == pytest.approx(14.5 - 0.1 - after
+                                  - pipeline.AFTER_TRAINING_S_PER_POSITION * 100_777 / 60)
+    assert pipeline.training_minutes(1, 50, 100_000) == pipeline.MIN_TRAIN_MINUTES

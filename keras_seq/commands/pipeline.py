@@ -10,21 +10,25 @@ from keras_seq.commands._common import add_data_args, number
 from keras_seq.ranges import AT_LEAST_1, POSITIVE
 
 DEMO_DATA = "tinyshakespeare"  # keras_seq.pipeline.DEMO_DATA (not imported: keep --help fast)
+DEFAULT_MINUTES = 14.5  # keras_seq.pipeline.DEFAULT_MINUTES (a test checks they agree)
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "pipeline", help="end to end (the bundled corpus: about 6 min on 2 AMD EPYC cores; "
-        "longer on a bigger text or a slower CPU): a GRU LM vs the best n-gram, SavedModel "
-        "+ TFLite export, on-device benchmark, demo model, summary table")
+        "pipeline", help="end to end (the bundled corpus: about 7 min on 2 AMD EPYC cores; "
+        "any text: within --minutes, 14.5 by default): a GRU LM vs the best n-gram, "
+        "SavedModel + TFLite export, on-device benchmark, demo model, summary table")
     add_data_args(p, default=DEMO_DATA)
     p.add_argument("--out", required=True, help="output folder (run/, tflite/, demo/, …)")
     p.add_argument("--epochs", type=number(int, AT_LEAST_1), default=10,
                    help="epochs of LM training (default 10, the last 2 at a decaying learning "
-                        "rate; counted in epochs so that every machine trains the same model)")
-    p.add_argument("--minutes", type=number(float, POSITIVE), default=None,
-                   help="optional cap on the whole job; training gets all but 2.5 minutes of "
-                        "it and may then stop before --epochs (default: no cap)")
+                        "rate; counted in epochs so that every machine trains the same model "
+                        "where --minutes leaves room for them, as on the bundled corpus)")
+    p.add_argument("--minutes", type=number(float, POSITIVE), default=DEFAULT_MINUTES,
+                   help="the whole job's time budget (default %(default)s): training gets "
+                        "what the other stages will need left of it, said at the start, and "
+                        "ends at the last epoch end that fits, before --epochs if need be "
+                        "(a 4 MB text: about 4 epochs on 2 cores)")
     p.add_argument("--tokens", type=number(int, AT_LEAST_1), default=1000,
                    help="timed tokens per runtime and round in the on-device benchmark")
     p.add_argument("--rounds", type=number(int, AT_LEAST_1), default=3,

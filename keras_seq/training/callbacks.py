@@ -308,7 +308,10 @@ class BudgetedDecay(PTBLearningRate):
     The room is the ``epochs`` still to run, or fewer when ``minutes`` (a time budget)
     runs out first: from the second epoch on, the epochs that fit in the time left at the
     mean epoch time so far. ``k`` never goes back down. With no budget this is the PTB
-    schedule with ``decay_start = epochs − last`` (:class:`PTBLearningRate`).
+    schedule with ``decay_start = epochs − last`` (:class:`PTBLearningRate`). With one,
+    training ends at the end of the last epoch that fits (:meth:`fits_another`), the tail
+    complete, instead of a part epoch that the budget would cut (and that the best
+    checkpoint would not keep): :attr:`stopped_after` is then that epoch.
 
     >>> sched = BudgetedDecay(1.0, 0.5, last=2, epochs=5)
     >>> [sched.rate(e) for e in range(5)]
@@ -325,6 +328,17 @@ class BudgetedDecay(PTBLearningRate):
         super().__init__(base_lr, decay, decay_start=epochs - last)
         self.last, self.epochs, self.minutes = last, epochs, minutes
         self.k, self.first, self.start = 0, None, time.monotonic()
+        self.stopped_after: int | None = None
+
+    def fits_another(self, epoch: int, elapsed: float) -> bool:
+        """Whether one more epoch, at the mean time of those from the first to ``epoch``
+        (ended ``elapsed`` seconds into training), fits in the time budget.
+
+        >>> BudgetedDecay(1.0, 0.5, last=2, epochs=9, minutes=10).fits_another(3, 500)
+        False
+        """
+        mean = elapsed / (epoch - (self.first or 0) + 1)
+        return not self.minutes or elapsed + mean <= 60 * self.minutes
 
     def rate(self, epoch: int, elapsed: float | None = None) -> float:
         """The rate of ``epoch`` (from 0), ``elapsed`` seconds into training."""
@@ -341,6 +355,11 @@ class BudgetedDecay(PTBLearningRate):
 
     def on_train_begin(self, logs=None):
         self.start = time.monotonic()
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, logs)
+        if epoch + 1 < self.epochs and not self.fits_another(epoch, time.monotonic() - self.start):
+            self.model.stop_training, self.stopped_after = True, epoch
 
 
 class GradientNormLogger(keras.callbacks.Callback):

@@ -407,6 +407,8 @@ def _train(task, config, run_dir: Path, resume: bool, verbose: int, printer, com
     if nan_guard.tripped:
         last = run_dir / runs.LAST
         raise KerasSeqError(nan_guard.message(str(last) if last.is_file() else None))
+    budget.hit = budget.hit or any(getattr(c, "stopped_after", None) is not None
+                                   for c in callbacks)  # BudgetedDecay: at an epoch end
     return _write_results(task, config, prepared, run_dir, model, plan, budget, computing,
                           report, seconds, steps_before)
 
