@@ -285,21 +285,23 @@ def choose_shipped_model(manifest: dict, ngram_ppl: float, cut: float = PPL_CUT,
                   f"{max_bytes:,} bytes: {best['parity']['val_ppl']:.2f} ({verdict})")
 
 
-def _web_site(out: Path, chosen: dict, printer) -> dict:
+def _web_site(out: Path, chosen: dict, mix: Path | None, printer) -> dict:
     """The browser demo: every step model on one page (``out/web``), opening with the shipped
-    one. Without LiteRT.js installed (``make web-deps``) the site is skipped, saying why."""
+    one, suggesting from the mixture ``mix`` (a ``mix.json``) when one ships. Without
+    LiteRT.js installed (``make web-deps``) the site is skipped, saying why."""
     try:
         models = step_models(out / "tflite")
         default = Path(chosen["file"]).stem
-        site = export_web(models, out / "web",
+        site = export_web(models, out / "web", mix=mix,
                           default=default if default in {m.stem for m in models} else None)
     except KerasSeqError as err:
         printer(f"  browser site skipped: {err}")
         return {"site": None, "skipped": str(err)}
     printer(f"  browser site: {out / 'web'} ({len(site['models'])} step models, opens with "
-            f"{site['default']})")
+            f"{site['default']}" + (", suggesting from the mixture" if "mix" in site else "")
+            + ")")
     return {"site": str(out / "web"), "models": [m["name"] for m in site["models"]],
-            "default": site["default"]}
+            "default": site["default"], "mix": "mix" in site}
 
 
 def _generation_check(model_path, tokens: int = GENERATION_CHECK_TOKENS) -> dict:
@@ -322,17 +324,15 @@ def _generation_check(model_path, tokens: int = GENERATION_CHECK_TOKENS) -> dict
 # The job
 
 
-def run_pipeline(data: str = DEMO_DATA, out="pipeline_out",
-                 minutes: float | None = DEFAULT_MINUTES,
+def run_pipeline(data: str = DEMO_DATA, out="pipeline_out", minutes=DEFAULT_MINUTES,
                  bench_tokens: int = 1000, printer=print, lstm_overrides: dict | None = None,
                  variants=None, data_dir=None, split_ratio: str | None = None,
                  rounds: int = 3, epochs: int = DEMO_EPOCHS, qat: str | None = None,
                  qat_epochs: int = QAT_EPOCHS, qat_lr: float = QAT_LR) -> dict:
     """Run every stage into ``out``; returns the summary (also ``out/pipeline.json``).
 
-    The LM trains ``epochs`` epochs, or fewer where ``minutes`` (the whole job's budget;
-    None: no cap) runs out first: training gets what the other stages leave
-    (:func:`training_minutes`) and ends at the last epoch end that fits. ``qat``
+    The LM trains ``epochs`` epochs, or fewer where ``minutes`` (the whole job's budget,
+    :data:`DEFAULT_MINUTES`; None: no cap) runs out first (:func:`training_minutes`). ``qat``
     (``"int8"``, ``"int4"``): a quantization-aware fine-tune (:func:`_qat_stage`) joins the
     candidates the shipped model is chosen from."""
     # lazy: loads Keras, TensorFlow only when this runs
@@ -690,7 +690,7 @@ def _demo_stage(out: Path, chosen: dict, reason: str, manifest: dict, ngram: dic
     printer(f"  keyboard metrics on the validation split ({KEYBOARD_K} suggestions):")
     keyboard = _keyboard_stage(out, manifest, ngram, chosen["name"], mix, printer)
     stages["keyboard"] = time.perf_counter() - t
-    web = _web_site(out, chosen, printer)
+    web = _web_site(out, chosen, demo_dir / "mix.json" if mix["ships"] else None, printer)
     return demo_dir, generation, keyboard, web
 
 

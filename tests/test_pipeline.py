@@ -116,6 +116,7 @@ def test_pipeline_tiny(tmp_path, monkeypatch):
     # The browser site (LiteRT.js from `make web-deps`), opening with the shipped model.
     site = json.loads((tmp_path / "out" / "web" / "site.json").read_text())
     assert summary["web"]["default"] == site["default"] == "step_float32"
+    assert summary["web"]["mix"] == summary["mixture"]["ships"] == ("mix" in site)
     assert any("demo --web --site" in line for line in said)
 
 

@@ -48,9 +48,6 @@ def run_demo(args) -> int:
     from keras_seq.runtime.demo import run_demo
 
     if args.web:
-        if args.mix is not None:
-            raise KerasSeqError("--mix runs in the terminal demo; the browser page suggests "
-                                "with the model alone")
         return run_web_demo(args)
     if args.site is not None:
         raise KerasSeqError("--site is the folder `demo --web` serves; add --web, or pass "
@@ -79,11 +76,14 @@ def run_web_demo(args) -> int:
     if (args.site is None) == (args.model is None):
         raise KerasSeqError("--web needs exactly one of --site SITE (a `keras-seq export web` "
                             "folder) or --model M.tflite (a site is made from it)")
+    if args.site is not None and args.mix is not None:
+        raise KerasSeqError("--mix goes with --web --model M.tflite (the site is made with "
+                            "it); a --site made by `keras-seq export web --mix` mixes already")
     with tempfile.TemporaryDirectory(prefix="keras-seq-web-") as scratch:
         site = args.site
         if site is None:
             site = Path(scratch) / "site"
-            export_web([args.model], site, top=args.top)
+            export_web([args.model], site, top=args.top, mix=args.mix)
         server = SiteServer(site, host=args.host, port=args.port)
         print(f"keras-seq browser demo: open {server.url} (serving {site}; Ctrl-C stops)",
               flush=True)

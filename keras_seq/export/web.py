@@ -13,6 +13,11 @@ does)::
       site.json  tokenizer.json
       models/step_dynamic.tflite  models/step_float32.tflite ...
       litert/core/index.js  litert/wasm-utils/index.js  litert/wasm/*.wasm|*.js
+      mix/mix.json  mix/kn3.q8.bin           (with ``mix=``)
+
+With ``mix=`` (a ``mix.json`` of :mod:`keras_seq.runtime.mixture`, its n-gram beside it)
+the page suggests from the mixture of the step model, the compact n-gram and a cache of the
+words typed, as :class:`~keras_seq.runtime.mixture.MixedLM` does (``mix.js``, ``ngram.js``).
 
 No TensorFlow here: the models are checked against their metadata (hash, tokenizer
 fingerprint) and copied.
@@ -27,16 +32,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from keras_seq.atomic import file_sha256, write_json_atomic
+from keras_seq.data.tokenizers import load_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.keyboard import SUGGESTIONS
+from keras_seq.ngram.compact import read_compact
 from keras_seq.runtime.metadata import read_metadata
+from keras_seq.runtime.mixture import MixSpec, NgramOnModelVocab
 from keras_seq.tables import print_json
 
 WEB_SOURCES = Path(__file__).resolve().parent.parent / "web"
-PAGE_FILES = ("index.html", "app.js", "lm.js", "tokenizer.js", "style.css")
+PAGE_FILES = ("index.html", "app.js", "lm.js", "tokenizer.js", "mix.js", "ngram.js",
+              "style.css")
 LITERT_ENV = "KERAS_SEQ_LITERT_JS"
 # The Wasm builds the page may load: plain, threaded, a fallback for browsers without
 # relaxed SIMD ("compat") and JSPI (what LiteRT.js's WebGPU path needs).
@@ -102,11 +112,13 @@ def step_models(folder: str | Path, graphs=("step",)) -> list[Path]:
 
 
 def export_web(models, out_dir, default: str | None = None, litert_js=None,
-               top: int = 3) -> dict:
+               top: int = 3, mix=None) -> dict:
     """Write the site for ``models`` (paths of step ``.tflite`` files) into ``out_dir``.
 
     ``default`` names the model the page opens with (a file stem, e.g. ``step_dynamic``;
-    default: the first). Returns the ``site.json`` written.
+    default: the first). ``mix``: a ``mix.json`` (the pipeline's ``demo/mix.json``) whose
+    mixture the page suggests from; refused unless its n-gram is beside it and on the
+    models' vocabulary. Returns the ``site.json`` written.
     """
     models = [Path(m) for m in models]
     if not models:
@@ -123,6 +135,7 @@ def export_web(models, out_dir, default: str | None = None, litert_js=None,
         raise KerasSeqError(f"default model {default!r} is not among {names}")
     if top not in SUGGESTIONS:
         raise KerasSeqError(f"top must be {SUGGESTIONS} suggestions, got {top}")
+    mixture = _checked_mix(Path(mix), tokenizer) if mix is not None else None
 
     out = Path(out_dir)
     if out.exists() and not (out / "site.json").is_file() and any(out.iterdir()):
@@ -141,6 +154,8 @@ def export_web(models, out_dir, default: str | None = None, litert_js=None,
     site = {"format": "keras-seq-web", "version": 1, "default": default, "top": top,
             "tokenizer": "tokenizer.json", "litert_js": pinned_litert_version(),
             "models": entries}
+    if mixture is not None:
+        site["mix"] = _copy_mix(*mixture, out)
     write_json_atomic(out / "site.json", site)  # last: a site with site.json is complete
     return site
 
@@ -164,6 +179,54 @@ def _shared_tokenizer(models: list[Path], entries: list[dict]) -> Path:
     return path
 
 
+def _checked_mix(mix: Path, tokenizer_path: Path):
+    """``(spec, n-gram path or None)`` of ``mix``, refused unless the page can mix it with
+    the models of ``tokenizer_path``: a word vocabulary, and an n-gram (when weighted) that
+    is readable, beside it, and trained on the models' tokens."""
+    spec = MixSpec.load(mix)
+    tokenizer = load_tokenizer(tokenizer_path)
+    if tokenizer.kind != "word":
+        raise KerasSeqError(f"--mix {mix}: a mixture works on words, the site's models read "
+                            f"{tokenizer.kind} tokens; export the site of a word model, or "
+                            "without --mix")
+    if not spec.weights["ngram"]:
+        return spec, None
+    path = mix.parent / spec.ngram
+    if not path.is_file():
+        raise KerasSeqError(f"--mix {mix} names the n-gram {spec.ngram!r}, but {path} is "
+                            "missing; put the n-gram file beside mix.json (the pipeline "
+                            "writes both into demo/)")
+    ngram = read_compact(path)
+    trained_on = ngram.metadata.get("tokenizer_fingerprint")
+    if trained_on is not None and trained_on != tokenizer.fingerprint:
+        raise KerasSeqError(f"--mix {mix}: its n-gram {path.name} was trained on tokenizer "
+                            f"{trained_on}, the site's models on {tokenizer.fingerprint}; mix "
+                            "the n-gram trained on the models' tokens (the pipeline's "
+                            "demo/mix.json beside demo/model.tflite)")
+    try:
+        NgramOnModelVocab(ngram, tokenizer)
+    except KerasSeqError as err:
+        raise KerasSeqError(f"--mix {mix}: its n-gram {path.name}: {err}") from None
+    return spec, path
+
+
+def _copy_mix(spec, ngram_path: Path | None, out: Path) -> dict:
+    """``mix/mix.json`` and its n-gram in the site, and their entry in ``site.json``."""
+    (out / "mix").mkdir(exist_ok=True)
+    entry = {"file": "mix/mix.json", "ngram": None}
+    if ngram_path is not None:
+        entry["ngram"] = {"file": f"mix/{ngram_path.name}"}
+        shutil.copy2(ngram_path, out / entry["ngram"]["file"])
+    # the n-gram beside it under its own name (None when unweighted: the page never reads it)
+    replace(spec, ngram=ngram_path.name if ngram_path else None).save(out / entry["file"])
+    for item in (entry, entry["ngram"]):
+        if item is not None:
+            item["size"] = (out / item["file"]).stat().st_size
+            item["sha256"] = file_sha256(out / item["file"])
+    entry["weights"], entry["half_life"] = spec.weights, spec.half_life
+    return entry
+
+
 def _copy_litert(litert: Path, target: Path) -> None:
     (target / "core").mkdir(parents=True, exist_ok=True)
     (target / "wasm-utils").mkdir(parents=True, exist_ok=True)
@@ -183,10 +246,11 @@ def run_web(args) -> int:
     if default is None and any(m.stem == "step_dynamic" for m in models):
         default = "step_dynamic"
     site = export_web(models, args.out, default=default, litert_js=args.litert_js,
-                      top=args.top)
+                      top=args.top, mix=getattr(args, "mix", None))
     if args.json:
         print_json(site)
     else:
+        mixed = f", suggesting from the mixture of {site['mix']['file']}" if "mix" in site else ""
         print(f"wrote the site to {args.out}: {len(site['models'])} model(s), opens with "
-              f"{site['default']}. Serve it: keras-seq demo --web --site {args.out}")
+              f"{site['default']}{mixed}. Serve it: keras-seq demo --web --site {args.out}")
     return 0

@@ -2,9 +2,13 @@
 // generation, on LiteRT.js in this browser. The page's options come from its URL:
 //   index.html?model=<name>&accelerator=wasm|webgpu&threads=N
 // Tests and benchmarks drive it through `window.kerasSeq` (see the bottom of this file).
+// A site with a mix (site.json's "mix": mix.json and its n-gram, `keras-seq export web
+// --mix`) suggests from the mixture of the step model, the n-gram and the words typed.
 
 import {loadLiteRt} from "./litert/core/index.js";
-import {ModelError, StepLM} from "./lm.js";
+import {ModelError, StepLM, fetchModel} from "./lm.js";
+import {MixedLM} from "./mix.js";
+import {NgramOnModelVocab, readCompact} from "./ngram.js";
 import {Tokenizer} from "./tokenizer.js";
 
 const $ = (id) => document.getElementById(id);
@@ -149,6 +153,33 @@ function renderSuggestions(result, onPick) {
   strip.dataset.count = String(result.suggestions.length);
 }
 
+// The mixture of site.json's "mix" around the step model: mix.json and its n-gram fetched
+// and checked against their sha256.
+async function loadMix(mix, neural, tokenizer) {
+  const spec = JSON.parse(new TextDecoder().decode(await fetchModel(mix)));
+  if (spec.format !== "keras-seq-mix/1") {
+    throw new ModelError(`${mix.file} has format ${spec.format}, expected 'keras-seq-mix/1'; ` +
+                         "export the site again with --mix");
+  }
+  let ngram = null, model = null;
+  if (mix.ngram) {
+    model = readCompact(await fetchModel(mix.ngram), mix.ngram.file);
+    ngram = new NgramOnModelVocab(model, tokenizer);
+  }
+  const lm = new MixedLM(neural, spec, ngram);
+  const fading = spec.half_life == null ? "" : `, fading by half every ${spec.half_life} words`;
+  $("mix-text").textContent = `mixes ${lm.describe(model)}${fading}`;
+  $("mix").hidden = false;
+  return lm;
+}
+
+function renderMix(lm) {
+  if (!lm.cache) return;
+  const words = lm.cache.words;
+  $("mix").dataset.cacheWords = String(words);
+  $("cache-words").textContent = ` · ${words} word${words === 1 ? "" : "s"} in the cache`;
+}
+
 function renderLatency(latencies) {
   const last = latencies[latencies.length - 1];
   $("latency").textContent = latencies.length
@@ -189,7 +220,8 @@ async function main() {
   if (!tokResponse.ok) throw new ModelError(`tokenizer ${site.tokenizer} is missing`);
   const tokenizer = Tokenizer.fromJSON(await tokResponse.json());
   $("status").textContent = `loading ${entry.file}…`;
-  const lm = await StepLM.load(entry, tokenizer, {accelerator, threads});
+  const neural = await StepLM.load(entry, tokenizer, {accelerator, threads});
+  const lm = site.mix ? await loadMix(site.mix, neural, tokenizer) : neural;
   const keyboard = new Keyboard(lm, site.top || 3);
   await keyboard.start();
   const meta = entry.meta;
@@ -219,6 +251,7 @@ async function main() {
       renderSuggestions(result, pick);
       renderHits(hits);
       renderLatency(keyboard.latencies);
+      renderMix(lm);
       $("suggestions").dataset.text = input.value;
       document.body.dataset.state = "ready";
     } catch (err) {
@@ -226,6 +259,11 @@ async function main() {
     }
   };
   input.addEventListener("input", refresh);
+  $("forget").addEventListener("click", () => {
+    keyboard.queue = keyboard.queue.then(() => lm.forget());
+    refresh();
+    input.focus();
+  });
   $("generate").addEventListener("click", () => generate(keyboard, input));
   await refresh();
   $("status").textContent = "ready";
@@ -325,6 +363,22 @@ async function timed(app, body) {
   return job;
 }
 
+// The mixture's probabilities and each source's after `text` (null without a mix): what
+// tests compare with Python's MixedLM.
+async function mixtureFor(app, text) {
+  const {keyboard, lm} = app;
+  if (!lm.cache) return null;
+  const job = keyboard.queue.then(async () => {
+    await keyboard.sync(splitTyped(lm.tokenizer, text).ids);
+    const {neural, ngram, cache} = lm.parts();
+    return {mixed: Array.from(lm.mixed), neural: Array.from(neural),
+            ngram: ngram && Array.from(ngram), cache: Array.from(cache),
+            cacheWords: lm.cache.words};
+  });
+  keyboard.queue = job.catch(() => {});
+  return job;
+}
+
 function sampleGreedy(lm) {
   let best = -1;
   for (let i = 0; i < lm.logits.length; i++) {
@@ -338,9 +392,11 @@ const ready = main();
 ready.catch((err) => showError(err.message || String(err)));
 window.kerasSeq = {
   ready: ready.then((app) => ({model: app.entry.name, variant: app.entry.meta.variant, fastPath: app.lm.fastPath,
-                               crossOriginIsolated: self.crossOriginIsolated})),
+                               crossOriginIsolated: self.crossOriginIsolated,
+                               mix: app.lm.cache ? app.lm.spec.weights : null})),
   tokenize: async (text) => Array.from((await ready).tokenizer.encode(text)),
   suggest: async (text, k) => (await ready).keyboard.suggestFor(text, k),
   benchmark: async (options) => benchmark(await ready, options),
   benchmarkKeystrokes: async (options) => benchmarkKeystrokes(await ready, options),
+  mixture: async (text) => mixtureFor(await ready, text),
 };

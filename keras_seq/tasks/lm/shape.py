@@ -107,6 +107,9 @@ def add_web_args(p) -> None:
                    "installs in keras_seq/web)")
     p.add_argument("--top", type=number(int, SUGGESTIONS), default=3,
                    help="suggestions shown")
+    p.add_argument("--mix", default=None, metavar="MIX.json",
+                   help="suggest from the mixture of the model, an n-gram and the words "
+                   "typed (the pipeline's demo/mix.json, its n-gram beside it)")
     add_json_arg(p)
 
 
