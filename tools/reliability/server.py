@@ -597,12 +597,21 @@ def _hostile(server: ServerProcess, rounds: int, printer) -> Row:
         notes=f"statuses {_counts(statuses)}; RSS {growth:+.0f} MiB" + _first(bad)))
 
 
+#: A connection the server closed before answering (a flood guard closes the longest-waiting
+#: connection past --max-connections, and under a flood on a loaded machine that can be a
+#: normal client whose request the server had not read yet): the normal client sends its
+#: request again on a new connection, as HTTP clients do with an idempotent request (a
+#: prediction changes nothing), once; the retries are counted in the row.
+RETRIED_ERRORS = (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected)
+
+
 class _Watch:
     """While an attack runs: a normal client (one prediction every 0.2 s on a fresh
-    connection) and the server's RSS and open files (every 0.1 s)."""
+    connection, sent again once if the server closed the connection before answering) and
+    the server's RSS and open files (every 0.1 s)."""
 
     def __init__(self, server: ServerProcess):
-        self.server, self.latencies, self.errors = server, [], []
+        self.server, self.latencies, self.errors, self.retries = server, [], [], 0
         self.rss, self.fds = [], []
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._client, daemon=True),
@@ -622,11 +631,17 @@ class _Watch:
         body = {"signature_name": "next_tokens", "inputs": {"text": ["the cat"], "k": 2}}
         while not self._stop.wait(0.2):
             t0 = time.monotonic()
-            try:
-                status, _ = _call(self.server.port, "POST", PREDICT, body,
-                                 self.server.headers(), timeout=30)
-            except (OSError, http.client.HTTPException) as err:
-                status = type(err).__name__
+            for attempt in range(2):
+                try:
+                    status, _ = _call(self.server.port, "POST", PREDICT, body,
+                                     self.server.headers(), timeout=30)
+                except RETRIED_ERRORS as err:
+                    status = type(err).__name__
+                    self.retries += attempt == 0
+                    continue
+                except (OSError, http.client.HTTPException) as err:
+                    status = type(err).__name__
+                break
             self.latencies.append(time.monotonic() - t0)
             if status != 200:
                 self.errors.append(status)
@@ -781,7 +796,8 @@ def _attack_row(server, scenario, cases, watch: _Watch, fds0, rss0, fds_after, w
         problems.append(f"RSS grew {(peak_rss - rss0) / MIB:.0f} MiB (bound 200)")
     notes = (f"{extra}; server open files {fds0} → peak {peak_fds} → {fds_after} after; RSS "
              f"{rss0 / MIB:.0f} → peak {peak_rss / MIB:.0f} MiB; normal client "
-             f"{len(lat)} requests, {len(watch.errors)} errors, median "
+             f"{len(lat)} requests, {len(watch.errors)} errors, {watch.retries} sent "
+             "again after a reset, median "
              f"{lat[len(lat) // 2] * 1000 if lat else 0:.0f} ms, slowest {slowest:.2f} s "
              f"(bound {within_s:g} s)")
     printer(f"  {scenario.split(' (')[0]}: {notes}")
