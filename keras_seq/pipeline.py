@@ -104,8 +104,9 @@ NGRAM_ORDERS = (2, 3, 4, 5)
 DEFAULT_MINUTES = 14.5
 # The stages after training (validation PPL, export, mixture, benchmark, demo, keyboard
 # metrics, the test split) take about AFTER_TRAINING_S plus AFTER_TRAINING_S_PER_POSITION
-# for each validation and test position (they run the models over both splits): fitted to
-# the King James Bible's 100,777 positions (218 s) on a 2-core AMD EPYC, with room to spare.
+# for each validation and test position (they run the models over both splits). On a 2-core
+# AMD EPYC they took 170 s on the King James Bible's 100,777 positions (236 s estimated):
+# the room is for slower CPUs, where they take longer too.
 AFTER_TRAINING_S = 75.0
 AFTER_TRAINING_S_PER_POSITION = 1.6e-3
 MIN_TRAIN_MINUTES = 0.2

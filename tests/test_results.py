@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from keras_seq.pipeline import MAX_BYTES, PPL_CUT, choose_shipped_model
+from keras_seq.pipeline import MIX_NAME as MIX
 from tools import results as tool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,3 +67,22 @@ def test_every_readme_table_row_has_its_headers_cells():
         if header is None:
             header = len(bare.findall(line))
         assert len(bare.findall(line)) == header, f"README.md:{number}: {line[:80]}"
+
+
+def test_the_other_texts_page_shows_the_recorded_runs(recorded):
+    """Each run on another text (``other_texts``) shows on its page with the figures its
+    record holds: the mixture's test PPL ratio, top-1 ratio and keystroke difference."""
+    page = (ROOT / "docs" / "export-and-on-device.md").read_text()
+    texts = recorded.get("other_texts", {})
+    assert len(texts) >= 2, "fewer than two other texts recorded (tools.results record-text)"
+    for name, entry in texts.items():
+        for run in entry["runs"]:
+            models, versus = run["test"]["models"], run["test"]["versus"]
+            arpa = next(m for n, m in models.items() if "arpa" in n)
+            compact = next(m for n, m in models.items() if "compact" in n)
+            ships = MIX if MIX in versus else f"tflite {run['shipped']['name']}"
+            for figure in (f"{models[ships]['ppl'] / arpa['ppl']:.3f}×",
+                           f"{models[ships]['top1_iv'] / compact['top1_iv']:.3f}×",
+                           f"+{100 * versus[ships]['ksr']['diff']:.2f}",
+                           f"{run['bytes'] / 1e6:.1f} MB"):
+                assert figure in page, f"{name}: {figure} not on docs/export-and-on-device.md"

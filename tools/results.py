@@ -6,6 +6,9 @@
   start and end), the pipeline's wall time, the step models it exported (size, val PPL),
   the model it shipped and its targets (a)–(g) with their measured values. ``record``
   copies these out of each run's ``pipeline.json`` and ``tflite/manifest.json``.
+* ``other_texts``: the pipeline with default flags on texts it was not tuned on
+  (``tools/public_texts.py``), per text its runs, each naming its machine (figures from
+  different CPUs stay apart); ``record-text NAME RUN_DIR`` adds one.
 * ``headlines``: the other rows of the README's results table, each with the command that
   measured it and the page that holds the full table (tests/test_results.py checks that
   every number of a row appears on its page).
@@ -15,6 +18,7 @@
 differs from what ``render`` would write, so the two cannot drift.
 
     python -m tools.results record runs/demo1 runs/demo2 runs/demo3   # after make demo
+    python -m tools.results record-text kjv runs/kjv   # keras-seq pipeline --data kjv.txt
     python -m tools.results render                                     # README.md
 """
 
@@ -66,6 +70,20 @@ def run_record(run_dir: Path) -> dict:
                         for k in ("ships", "weights", "half_life", "ngram_order",
                                   "device_bytes")},
             "test": summary.get("test")}
+
+
+def text_record(run_dir: Path) -> dict:
+    """A run on another text: :func:`run_record` with the text's size, sha256 and
+    vocabulary, and the stages' seconds."""
+    summary = json.loads((Path(run_dir) / "pipeline.json").read_text())
+    tokenizer = json.loads((Path(run_dir) / "tflite" / "tokenizer.json").read_text())
+    data = Path(summary["data"])
+    return {**run_record(run_dir), "data": data.name, "bytes": data.stat().st_size,
+            "sha256": summary["ngram"]["val"]["fingerprint"]["corpus_sha256"],
+            "vocab_size": len(tokenizer["vocab"]), "units": summary["lstm"]["config"]["units"],
+            "epochs_done": summary["lstm"]["epochs"],
+            "minutes_budget": summary["minutes_budget"],
+            "stages_seconds": {k: round(v, 1) for k, v in summary["stages_seconds"].items()}}
 
 
 # ----------------------------------------------------------------------------------------
@@ -154,13 +172,26 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record", help="replace main_job's runs with these pipeline runs")
     rec.add_argument("run_dirs", nargs="+", type=Path, help="each a `keras-seq pipeline --out`")
+    text = sub.add_parser("record-text", help="add a pipeline run on another text")
+    text.add_argument("name", help="the text's name (tools/public_texts.py: kjv, jargon, …)")
+    text.add_argument("run_dir", type=Path, help="its `keras-seq pipeline --data FILE --out`")
+    text.add_argument("--commit", default=None,
+                      help="the commit the run was made at (default: HEAD's)")
     sub.add_parser("render", help="rewrite README.md's generated blocks from the file")
     args = parser.parse_args(argv)
     results = load()
     if args.command == "record":
         results["main_job"]["runs"] = [run_record(d) for d in args.run_dirs]
+    elif args.command == "record-text":
+        texts = results.setdefault("other_texts", {})
+        texts.setdefault(args.name, {"command": "python -m tools.public_texts --out texts "
+                                     f"{args.name} && keras-seq pipeline --data texts/"
+                                     f"{args.name}.txt --out runs/{args.name}", "runs": []})
+        record = text_record(args.run_dir)
+        texts[args.name]["runs"].append({**record, "commit": args.commit or record["commit"]})
+    if args.command != "render":
         RESULTS.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-        print(f"{RESULTS}: {len(args.run_dirs)} run(s) recorded")
+        print(f"{RESULTS}: {args.command} done")
     README.write_text(render(README.read_text(), results))
     print(f"{README}: generated blocks rewritten")
     return 0
