@@ -6,7 +6,8 @@ import sys
 import threading
 
 import pytest
-from test_export_common import exported
+
+from tests.fixtures.lm_runs import exported
 
 SCRIPT = "the cat\n?d\n/gen 5\n/reset\n\n/nope\nsat on\n/gen x\n/quit\n"
 

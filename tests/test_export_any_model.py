@@ -28,7 +28,7 @@ from keras_seq.export.tflite import export_tflite
 from keras_seq.layers import GRU, LSTM
 from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.training.callbacks import ResetStatesCallback
-from tests.test_export_common import toy_corpus_text
+from tests.fixtures.lm_runs import toy_corpus_text
 
 VARIANTS = ("float32", "dynamic", "int8")
 PROB_TOLERANCE = 1e-4  # float32: parity in probabilities against Keras (measured ~4e-7)

@@ -6,8 +6,6 @@ import json
 
 import numpy as np
 import pytest
-from test_export_common import exported, trained_run
-from test_serving_common import saved_model
 
 from keras_seq.cli import main
 from keras_seq.export.streaming import (
@@ -19,6 +17,8 @@ from keras_seq.export.streaming import (
     streamed_models,
     weight_bytes_per_token,
 )
+from tests.fixtures.lm_runs import exported, trained_run
+from tests.fixtures.serving import saved_model
 
 
 def test_export_cli(tmp_path_factory, tmp_path, capsys):

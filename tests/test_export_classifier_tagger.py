@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from keras_seq.errors import KerasSeqError
+from tests.fixtures.classify_runs import classifier_saved_model, classify_run
 from tests.shared_cache import shared_folder
 
 # Unknown words, punctuation, case, apostrophes, a literal <unk>, a line break, non-ASCII
@@ -34,31 +35,6 @@ TAG_TEXTS = ["the Module is imported here", "Unknownzz WORD , x.y", "", "   a   
 # ≤ 1.3e-3 streaming; float32: ≤ 3e-7. The tiny test model gives ~3e-5. Allowed: 2e-2.
 DYNAMIC_TOL = 2e-2
 FLOAT_TOL = 1e-4
-
-
-def classify_run(tmp_path_factory):
-    """A tiny unidirectional LSTM classifier run (pooling last), trained once per test run."""
-    def build(folder):
-        from keras_seq.tasks.classify.config import ClassifyConfig
-        from keras_seq.tasks.classify.task import train_classifier
-
-        train_classifier(ClassifyConfig(train_size=200, val_size=40, test_size=40, length=20,
-                                        negator_pos=2, sentiment_pos=15, distances="5,13",
-                                        units=16, embed_dim=8, epochs=1, batch_size=16),
-                         folder / "run", verbose=0, printer=lambda *a: None)
-
-    return shared_folder(tmp_path_factory, "labelled_classify_run", build) / "run"
-
-
-def classifier_saved_model(tmp_path_factory):
-    """The tiny classifier exported as a SavedModel (once per test run)."""
-    def build(folder):
-        from keras_seq.export.classifier_tagger import export_classifier
-
-        export_classifier(classify_run(tmp_path_factory), folder / "sm",
-                          printer=lambda *a: None)
-
-    return shared_folder(tmp_path_factory, "labelled_classifier_sm", build) / "sm"
 
 
 def tag_run(tmp_path_factory):

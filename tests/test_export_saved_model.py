@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.python.tools import saved_model_cli
-from test_export_common import trained_run
-from test_serving_common import saved_model
 
 from keras_seq.export.graphs import LMGraphs
 from keras_seq.export.saved_model import SIGNATURES, signature_summary
 from keras_seq.tasks.lm.evaluation import load_run
+from tests.fixtures.lm_runs import trained_run
+from tests.fixtures.serving import saved_model
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Every TFLite variant converts, runs, is really quantized and stays close to Keras; a
 broken model fails the parity check; full int8 is integer-only; metadata and manifest.
 
-The export under test is of :func:`test_export_common.learned_run`: an LSTM that has
+The export under test is of :func:`tests.fixtures.lm_runs.learned_run`: an LSTM that has
 learned a toy corpus (val PPL ≈ 1.8 against 16 for a uniform guess, logits spread over
 about ±7), so all-zero logits cannot pass, and whose weight matrices all have ≥ 1,024
 elements, so the dynamic-range quantizer really makes them int8.
@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
-from test_export_common import LEARNED_UNITS, exported, learned_run
 
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.graphs import LMGraphs
@@ -38,6 +37,7 @@ from keras_seq.models import RecurrentLM
 from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.tasks.lm.data import corpus_for
 from keras_seq.tasks.lm.evaluation import keyboard_outcomes, load_run
+from tests.fixtures.lm_runs import LEARNED_UNITS, exported, learned_run
 
 # max |Δlogits| over 40 validation tokens, about 2.5× what the learned fixture measures
 # (float16 6.9e-4, dynamic 2.6e-2 [step, sequence; 2.1e-2 fused], int8 0.38, int16x8 0.032;

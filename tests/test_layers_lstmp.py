@@ -350,10 +350,9 @@ def _lstmp_run(tmp_path_factory):
     (once per module, ~4 s): enough for logits that span ~5 and depend on the context, so
     a state carried wrongly shows."""
     if "run" not in _RUNS:
-        from test_export_common import toy_corpus_text
-
         from keras_seq.tasks.lm.config import LMConfig
         from keras_seq.tasks.lm.task import train_lm
+        from tests.fixtures.lm_runs import toy_corpus_text
 
         root = tmp_path_factory.mktemp("run_lstmp")
         (root / "toy.txt").write_text(toy_corpus_text())

@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 import pytest
-from test_export_common import corpus_text, exported
 
 from keras_seq.errors import KerasSeqError
 from keras_seq.ngram.compact import NgramStream, read_compact, write_compact
@@ -25,6 +24,7 @@ from keras_seq.runtime.mixture import (
     source_probs,
     stream_targets,
 )
+from tests.fixtures.lm_runs import corpus_text, exported
 
 
 @pytest.fixture(scope="module")

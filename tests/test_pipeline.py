@@ -4,10 +4,10 @@ import functools
 import json
 
 import pytest
-from test_export_common import corpus_text
 
 from keras_seq import pipeline
 from keras_seq.pipeline import choose_shipped_model, run_pipeline, summary_checks
+from tests.fixtures.lm_runs import corpus_text
 
 # the pipeline's recipe (a GRU tied to its embedding) at tiny sizes: embed = units
 TINY_LSTM = dict(embed_dim=12, units=12, batch_size=4, bptt=6, max_steps_per_epoch=5,

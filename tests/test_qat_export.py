@@ -27,7 +27,7 @@ from keras_seq.export.tflite import export_tflite, float_ops, keras_logits, tfli
 from keras_seq.layers import quant
 from keras_seq.models import RecurrentLM
 from keras_seq.training.callbacks import ActivationRangeTracker, ResetStatesCallback
-from tests.test_export_common import toy_corpus_text
+from tests.fixtures.lm_runs import toy_corpus_text
 
 B, T, UNITS = 8, 12, 32
 BOUND_STEPS = 4  # the int8 parity bound, in steps of the logits' grid

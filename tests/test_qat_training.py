@@ -11,7 +11,7 @@ import pytest
 from keras_seq.cli import main
 from keras_seq.errors import KerasSeqError
 from keras_seq.tasks.lm.config import LMConfig
-from tests.test_export_common import trained_run
+from tests.fixtures.lm_runs import trained_run
 
 TINY = ["--epochs", "1", "--max-steps-per-epoch", "4", "--lr", "1e-3", "--quiet"]
 

@@ -7,12 +7,12 @@ import sys
 
 import numpy as np
 import pytest
-from test_export_common import exported
 
 from keras_seq.data.tokenizers import make_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.sampling import GreedySampler, TopKSampler
+from tests.fixtures.lm_runs import exported
 
 
 @pytest.fixture(scope="module")

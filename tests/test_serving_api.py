@@ -11,10 +11,10 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_serving_common import ThreadServer, http, model_base, saved_model
 
 from keras_seq.serving.app import ServeConfig
 from keras_seq.serving.layout import list_versions, publish_saved_model
+from tests.fixtures.serving import ThreadServer, http, model_base, saved_model
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,12 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_export_classifier_tagger import classifier_saved_model
-from test_serving_common import ThreadServer, http, saved_model
 
 from keras_seq.serving.app import ServeConfig
 from keras_seq.serving.codec import Limits
 from keras_seq.serving.layout import publish_saved_model
+from tests.fixtures.classify_runs import classifier_saved_model
+from tests.fixtures.serving import ThreadServer, http, saved_model
 
 TOKEN = "classify-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

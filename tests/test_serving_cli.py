@@ -11,10 +11,10 @@ import sys
 import time
 
 import pytest
-from test_serving_common import ROOT, http, saved_model, serve_subprocess, stop
 
 from keras_seq.cli import main
 from keras_seq.serving.layout import list_versions
+from tests.fixtures.serving import ROOT, http, saved_model, serve_subprocess, stop
 
 
 def test_publish_flag_writes_next_version(tmp_path_factory, tmp_path, capsys):

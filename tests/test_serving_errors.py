@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_serving_common import ThreadServer, http, model_base
 
 from keras_seq.serving.app import ServeConfig
 from keras_seq.serving.codec import Limits
+from tests.fixtures.serving import ThreadServer, http, model_base
 
 TOKEN = "s3cret-token"
 

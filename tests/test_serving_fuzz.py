@@ -13,10 +13,10 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
-from test_serving_common import ThreadServer, http, model_base
 
 from keras_seq.serving.app import ServeConfig
 from keras_seq.serving.codec import Limits, field_of, request_fields, vocab_size
+from tests.fixtures.serving import ThreadServer, http, model_base
 
 MAX_EXAMPLES = 8  # per operation: 9 operations → at most 72 spec-driven cases
 MAX_FIELD_EXAMPLES = 120  # requests with every field drawn in and out of its range

@@ -9,10 +9,10 @@ import base64
 import json
 
 import pytest
-from test_serving_common import ThreadServer, http, model_base
 
 from keras_seq.serving.app import ServeConfig
 from keras_seq.serving.codec import Limits, request_fields, vocab_size
+from tests.fixtures.serving import ThreadServer, http, model_base
 
 LIMITS = Limits(max_instances=4, max_text_length=50, max_generated_tokens=8, max_k=20)
 NAN, INF = float("nan"), float("inf")

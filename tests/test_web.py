@@ -13,7 +13,6 @@ import shutil
 
 import numpy as np
 import pytest
-from test_export_common import learned_run
 
 from keras_seq.benchmarks.browser import launch_chromium
 from keras_seq.data.tokenizers import load_tokenizer
@@ -21,6 +20,7 @@ from keras_seq.errors import KerasSeqError
 from keras_seq.export.web import export_web, step_models
 from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.runtime.web_server import SiteServer
+from tests.fixtures.lm_runs import learned_run
 from tests.prereqs import needs
 from tests.shared_cache import shared_folder
 

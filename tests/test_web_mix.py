@@ -15,7 +15,6 @@ import warnings
 
 import numpy as np
 import pytest
-from test_export_common import learned_run, toy_corpus_text
 
 from keras_seq.data.tokenizers import load_tokenizer
 from keras_seq.errors import KerasSeqError
@@ -24,6 +23,7 @@ from keras_seq.ngram.compact import read_compact, write_compact
 from keras_seq.ngram.kneser_ney import train_kneser_ney
 from keras_seq.runtime.mixture import MixedLM, MixSpec
 from keras_seq.runtime.web_server import SiteServer
+from tests.fixtures.lm_runs import learned_run, toy_corpus_text
 from tests.prereqs import needs
 from tests.shared_cache import shared_folder
 
