@@ -325,3 +325,28 @@ def test_the_time_budget_leaves_the_later_stages_their_time():
     assert bible == pytest.approx(14.5 - 0.1 - after
                                   - pipeline.AFTER_TRAINING_S_PER_POSITION * 100_777 / 60)
     assert pipeline.training_minutes(1, 50, 100_000) == pipeline.MIN_TRAIN_MINUTES
+
+
+def test_the_docs_give_the_defaults_the_code_has():
+    """README and the export page state the pipeline's recipe as the code has it: the cell,
+    its width, the epochs and their decay tail, the time budget, the validation keyboard
+    metrics' scope; a changed default fails here until the pages say it."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = " ".join((root / "README.md").read_text().split())
+    page = " ".join((root / "docs" / "export-and-on-device.md").read_text().split())
+    lm = pipeline.LM_DEFAULTS
+    two = {1: "one", 2: "two", 3: "three"}[pipeline.DECAY_EPOCHS]
+    assert lm["tie_weights"] and lm["units"] == lm["embed_dim"]
+    for phrase in (f"a {lm['cell'].upper()} of {lm['units']} units tied to its embedding",
+                   f"{pipeline.DEMO_EPOCHS} epochs, the last {two} at a falling learning rate",
+                   f"`--minutes {pipeline.DEFAULT_MINUTES:g}`",
+                   "the keyboard metrics of those that fit a phone's budget"):
+        assert phrase in readme, f"README.md does not say {phrase!r}"
+    for phrase in (f"`--epochs` ({pipeline.DEMO_EPOCHS})",
+                   f"`--minutes` ({pipeline.DEFAULT_MINUTES:g} by default",
+                   f"{pipeline.AFTER_TRAINING_S:g} s + "
+                   f"{pipeline.AFTER_TRAINING_S_PER_POSITION * 1000:g} ms per validation and "
+                   "test position"):
+        assert phrase in page, f"docs/export-and-on-device.md does not say {phrase!r}"
