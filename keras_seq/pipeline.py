@@ -110,9 +110,10 @@ DEFAULT_MINUTES = 14.5
 AFTER_TRAINING_S = 75.0
 AFTER_TRAINING_S_PER_POSITION = 1.6e-3
 MIN_TRAIN_MINUTES = 0.2
-# Training is counted in epochs, not minutes: the 7.5-minute budget this replaced gave 3
-# epochs at load 3 (val PPL 80.9, 15% target missed), more on a quieter machine, and so a
-# different model and verdict on each machine.
+# Training is counted in epochs, and the budget above binds only on bigger texts: the
+# 7.5-minute training budget that once set tinyshakespeare's epochs gave 3 at load 3 (val
+# PPL 80.9, 15% target missed), more on a quieter machine, and so a different model and
+# verdict on each machine.
 DEMO_EPOCHS = 10
 # --qat: a quantization-aware fine-tune of the trained LM (docs/export-and-on-device.md,
 # "Quantization-aware training"): one epoch at a sixth of the training learning rate
