@@ -9,15 +9,17 @@ building anything. ``AdaptiveSoftmax`` is an output layer for large vocabularies
 (Grave et al. 2017). ``from_builtins`` rebuilds a model made with Keras's recurrent
 layers on these, weights copied. ``BaseCell``, ``FastRNN`` and ``CELL_ARGS`` are what a new
 cell is built from (docs/architecture.md, "How to add a cell"). ``TiedLogits`` is an output
-layer sharing the embedding matrix; ``reset_recurrent_states`` zeroes every stateful layer
-of a model (Keras 3 has no ``Model.reset_states``). Every cell, ``QATEmbedding`` and
-``QATDense`` take ``qat="int8"|"int4"``: quantization-aware training on the grid the TFLite
-export stores (:mod:`keras_seq.layers.quant`).
+layer sharing the embedding matrix; ``Bidirectional`` is Keras's wrapper, taking its fused
+two-direction kernel for these LSTM and GRU layers too; ``reset_recurrent_states`` zeroes
+every stateful layer of a model (Keras 3 has no ``Model.reset_states``). Every cell,
+``QATEmbedding`` and ``QATDense`` take ``qat="int8"|"int4"``: quantization-aware training
+on the grid the TFLite export stores (:mod:`keras_seq.layers.quant`).
 """
 
 from keras_seq.layers._base import BaseCell, FastRNN
 from keras_seq.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_seq.layers.bahdanau_attention import BahdanauAttention
+from keras_seq.layers.bidirectional import Bidirectional
 from keras_seq.layers.drop_in import from_builtins
 from keras_seq.layers.gru import GRU, GRUCell
 from keras_seq.layers.lstm import LSTM, LSTMCell
@@ -34,6 +36,7 @@ __all__ = [
     "AdaptiveSoftmax",
     "BahdanauAttention",
     "BaseCell",
+    "Bidirectional",
     "FastRNN",
     "GRU",
     "GRUCell",

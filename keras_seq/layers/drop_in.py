@@ -3,20 +3,22 @@
 keras-seq's ``LSTM``, ``GRU``, ``SimpleRNN`` and their cells take the built-ins' arguments
 with the same meaning and keep their weight layout, so a Sequential or functional model's
 config can name keras-seq's classes instead and take the same weights, wrappers
-(``Bidirectional``, ``TimeDistributed``, ``RNN(cell)``) included.
+(``Bidirectional``, ``TimeDistributed``, ``RNN(cell)``) included; ``Bidirectional`` becomes
+keras-seq's, which takes Keras's fused two-direction kernel for keras-seq's LSTM and GRU.
 """
 
 from __future__ import annotations
 
 import keras
 
+from keras_seq.layers.bidirectional import Bidirectional
 from keras_seq.layers.gru import GRU, GRUCell
 from keras_seq.layers.lstm import LSTM, LSTMCell
 from keras_seq.layers.simple_rnn import SimpleRNN, SimpleRNNCell
 
 #: Keras's class name -> the keras-seq class that replaces it
 REPLACEMENTS = {cls.__name__: cls for cls in
-                (LSTM, GRU, SimpleRNN, LSTMCell, GRUCell, SimpleRNNCell)}
+                (LSTM, GRU, SimpleRNN, LSTMCell, GRUCell, SimpleRNNCell, Bidirectional)}
 
 
 def _is_builtin(config: dict) -> bool:
