@@ -101,8 +101,8 @@ test-all: test test-slow
 package-check: prereqs
 	bash scripts/package_check.sh $(PYTHON)
 
-# The main job, offline (pipeline 7.9 min on a 2-core AMD EPYC at d4393a4, 9 min 12 s with
-# the install from a fresh clone): Kneser-Ney
+# The main job, offline (from a fresh clone of dd0c95c on a 2-core AMD EPYC: 7 min 23 s with
+# the install, the pipeline 6.5 min; 9 min 12 s at d4393a4, which installed every extra): Kneser-Ney
 # n-grams of orders 2-5 and a GRU LM on tinyshakespeare (shipped in the package), SavedModel
 # + TFLite export, the on-device benchmark (neural vs n-gram), the demo model and a summary
 # table; then the LiteRT-only demo.
