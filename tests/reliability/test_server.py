@@ -37,7 +37,8 @@ def live(tmp_path_factory):
         yield srv
 
 
-def test_quick_server_campaign(live, tmp_path):
+@pytest.mark.slow  # ~40 s with its server; fast versions: the guard, token, publish and
+def test_quick_server_campaign(live, tmp_path):  # registry tests below, in process
     rows = server_area.run("quick", tmp_path, print, server=live)
     assert len(rows) == 7
     _check(rows)
@@ -56,6 +57,7 @@ def test_the_range_scenario_covers_every_numeric_request_field():
     assert numeric <= past and numeric <= bounds
 
 
+@pytest.mark.slow  # shares the campaign's server (its start is most of the cost)
 def test_quick_soak(live, tmp_path):
     from tools.reliability import soak
 

@@ -17,8 +17,8 @@ from keras_seq.training import checkpoints
 from keras_seq.training.callbacks import MetricsCSV
 
 
-@pytest.mark.slow  # fast version: the kill trial below (the damage and disk rows' pieces
-def test_quick_campaign_loses_nothing(tmp_path):  # are tested in-process further down)
+@pytest.mark.slow  # fast versions: the commit protocol's pieces, tested in process below
+def test_quick_campaign_loses_nothing(tmp_path):
     from tools.reliability import training
 
     rows = training.run("quick", tmp_path, print)
@@ -27,6 +27,7 @@ def test_quick_campaign_loses_nothing(tmp_path):  # are tested in-process furthe
         assert row.ok, row
 
 
+@pytest.mark.slow  # 34-55 s (three TensorFlow processes); fast versions: the commit pieces
 def test_a_kill_between_a_checkpoint_and_its_commit_resumes_to_the_reference(tmp_path):
     """The quick campaign's kill trial: `train lm` killed with SIGKILL after its epoch-2
     state.json is written but before it is renamed, then --resume: the reference's
