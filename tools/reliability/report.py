@@ -79,9 +79,12 @@ library) with one command from the project root (scale `{scale}`, {seconds / 60:
 
 {table}
 
-`make test` runs the same harness at the `quick` scale (`tests/reliability/`) on every
-change: a kill of `train lm` between a checkpoint and its commit, a damaged checkpoint, a
-read-only run directory, and a few hundred generated cases per other area.
+The same harness runs at the `quick` scale in `tests/reliability/`: `make test` runs the
+in-process pieces (the checkpoint commit protocol, damaged checkpoints, full disks, the
+server's read timeout and connection cap, its token check, publish's load check) and a few
+hundred generated cases per other area; `make test-slow` runs the areas' quick campaigns
+against real subprocesses (a kill of `train lm` between a checkpoint and its commit, a
+damaged checkpoint, a read-only run directory; the server's campaign and soak).
 """
 
 
