@@ -103,3 +103,17 @@ def step_mode(request):
         yield request.param
     finally:
         tf.config.run_functions_eagerly(False)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium (Debian's, through Playwright) for one test module's pages."""
+    # lazy: Playwright loads only in the modules that ask for a browser
+    from playwright.sync_api import sync_playwright
+
+    from keras_seq.benchmarks.browser import launch_chromium
+
+    with sync_playwright() as p:
+        b = launch_chromium(p)
+        yield b
+        b.close()

@@ -14,13 +14,13 @@ import shutil
 import numpy as np
 import pytest
 
-from keras_seq.benchmarks.browser import launch_chromium
 from keras_seq.data.tokenizers import load_tokenizer
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.web import export_web, step_models
 from keras_seq.runtime.litert import LiteRTLM
 from keras_seq.runtime.web_server import SiteServer
 from tests.fixtures.lm_runs import learned_run
+from tests.fixtures.web_page import open_page
 from tests.prereqs import needs
 from tests.shared_cache import shared_folder
 
@@ -81,24 +81,6 @@ def server(site):
         yield srv
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = launch_chromium(p)
-        yield b
-        b.close()
-
-
-def _open(browser, url):
-    page = browser.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(url)
-    return page, errors
-
-
 def _python_suggestions(model, text, k=3):
     """What LiteRT Python suggests for ``text`` typed on the page: the complete words are the
     context, a word still being typed (no space after it) filters the suggestions."""
@@ -115,7 +97,7 @@ def _python_suggestions(model, text, k=3):
 
 @pytest.mark.parametrize("variant", VARIANTS + QAT_MODELS)
 def test_typed_suggestions_equal_litert_python(browser, server, exported_steps, variant):
-    page, errors = _open(browser, f"{server.url}index.html?model=step_{variant}")
+    page, errors = open_page(browser, f"{server.url}index.html?model=step_{variant}")
     info = page.evaluate("window.kerasSeq.ready")
     assert info["variant"] == variant.removesuffix("_qat")
     assert info["crossOriginIsolated"] and info["fastPath"]
@@ -141,7 +123,7 @@ def test_the_page_counts_how_often_the_typed_word_was_suggested(browser, server,
     """The running hit rate: each word typed, against the strip shown before its first
     letter (what LiteRT Python suggests after the words before it)."""
     text = "a dog sat on the big red mat "
-    page, errors = _open(browser, f"{server.url}index.html?model=step_dynamic")
+    page, errors = open_page(browser, f"{server.url}index.html?model=step_dynamic")
     page.evaluate("window.kerasSeq.ready")
     page.type("#input", text)
     page.wait_for_selector(f"#suggestions[data-text={json.dumps(text)}]")
@@ -167,7 +149,7 @@ def test_editing_back_into_earlier_words_suggests_what_python_does(browser, serv
     """Backspace into an earlier word and type on: the page restores the state it kept for
     that word (snapshots from a pool, given back when the text is cut) and reads on; each
     strip equals LiteRT Python's for the text as it stands."""
-    page, errors = _open(browser, f"{server.url}index.html?model=step_dynamic")
+    page, errors = open_page(browser, f"{server.url}index.html?model=step_dynamic")
     page.evaluate("window.kerasSeq.ready")
     model = exported_steps / "step_dynamic.tflite"
     text = ""
@@ -194,7 +176,7 @@ def test_editing_back_into_earlier_words_suggests_what_python_does(browser, serv
 def test_the_pages_normaliser_is_float64_log_sum_exp(browser, server):
     """lm.js's logSumExp (a table and a polynomial for exp) against Math.exp in float64,
     on logits from narrow to wide, with -1e30 entries that vanish."""
-    page, _ = _open(browser, f"{server.url}index.html")
+    page, _ = open_page(browser, f"{server.url}index.html")
     page.evaluate("window.kerasSeq.ready")
     worst = page.evaluate("""async () => {
       const {logSumExp} = await import('./lm.js');
@@ -217,7 +199,7 @@ def test_the_pages_normaliser_is_float64_log_sum_exp(browser, server):
 
 
 def test_page_generates_and_benchmarks(browser, server):
-    page, errors = _open(browser, f"{server.url}index.html")
+    page, errors = open_page(browser, f"{server.url}index.html")
     page.evaluate("window.kerasSeq.ready")
     page.type("#input", "the ")
     page.fill("#ntokens", "12")
@@ -236,7 +218,7 @@ def test_page_generates_and_benchmarks(browser, server):
 
 def test_javascript_tokenizer_gives_python_ids(browser, server, site):
     tok = load_tokenizer(site / "tokenizer.json")
-    page, _ = _open(browser, f"{server.url}index.html")
+    page, _ = open_page(browser, f"{server.url}index.html")
     page.evaluate("window.kerasSeq.ready")
     for text in HOSTILE:
         js = page.evaluate("(t) => window.kerasSeq.tokenize(t)", text)
@@ -255,7 +237,7 @@ def test_javascript_char_tokenizer_gives_python_ids(browser, server):
     from keras_seq.data.tokenizers import make_tokenizer
 
     tok = make_tokenizer("char").fit("the cat sat on the mat.\nNaïve 🙂!\n")
-    page, _ = _open(browser, f"{server.url}index.html")
+    page, _ = open_page(browser, f"{server.url}index.html")
     page.evaluate("window.kerasSeq.ready")
     for text in HOSTILE:
         js = page.evaluate("async ([data, t]) => { const m = await import('./tokenizer.js');"
@@ -274,7 +256,7 @@ def _damaged_site(site, tmp_path, damage):
 
 def _page_error(browser, site_dir, query=""):
     with SiteServer(site_dir, port=0) as srv:
-        page, _ = _open(browser, f"{srv.url}index.html{query}")
+        page, _ = open_page(browser, f"{srv.url}index.html{query}")
         page.wait_for_selector("#error:not([hidden])", timeout=30_000)
         text = page.inner_text("#error")
         assert page.evaluate("document.body.dataset.state") == "error"
@@ -361,7 +343,7 @@ def test_page_samplers_draw_from_pythons_distributions(browser, server):
 
     logits = [2.0, 1.5, 1.0, 0.2, -1.0, 3.0]
     banned = [5]
-    page, _ = _open(browser, f"{server.url}index.html")
+    page, _ = open_page(browser, f"{server.url}index.html")
     page.evaluate("window.kerasSeq.ready")
     for name, options in (("greedy", {}), ("temperature", {"temperature": 0.7}),
                           ("top-k", {"k": 2}), ("top-p", {"p": 0.8, "temperature": 1.3})):

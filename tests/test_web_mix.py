@@ -24,6 +24,7 @@ from keras_seq.ngram.kneser_ney import train_kneser_ney
 from keras_seq.runtime.mixture import MixedLM, MixSpec
 from keras_seq.runtime.web_server import SiteServer
 from tests.fixtures.lm_runs import learned_run, toy_corpus_text
+from tests.fixtures.web_page import open_page
 from tests.prereqs import needs
 from tests.shared_cache import shared_folder
 
@@ -81,26 +82,6 @@ def server(site):
         yield srv
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    from keras_seq.benchmarks.browser import launch_chromium
-
-    with sync_playwright() as p:
-        b = launch_chromium(p)
-        yield b
-        b.close()
-
-
-def _open(browser, url):
-    page = browser.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(url)
-    return page, errors
-
-
 def _wait_for_strip(page, text):
     """Until the strip shown is the one for ``text`` (which may hold a line break)."""
     page.wait_for_function("(t) => document.getElementById('suggestions').dataset.text === t",
@@ -151,7 +132,7 @@ def test_the_mixed_page_suggests_what_python_mixes(browser, server, mix_parts):
     the page's probabilities (the mixture and each source) are MixedLM's on the text as it
     stands, and the strip is MixedLM's top-3."""
     model, mix = mix_parts
-    page, errors = _open(browser, f"{server.url}index.html")
+    page, errors = open_page(browser, f"{server.url}index.html")
     info = page.evaluate("window.kerasSeq.ready")
     assert info["mix"] == WEIGHTS
     assert "mixes neural 0.50 + KN3 0.30 + your words 0.20" in page.inner_text("#mix")
@@ -194,7 +175,7 @@ def test_forget_empties_the_cache(browser, server, mix_parts):
     alone (their weights renormalised), words typed after it fill it again (MixedLM's
     forget() then steps), and going back before it does not bring the old words back."""
     model, mix = mix_parts
-    page, errors = _open(browser, f"{server.url}index.html")
+    page, errors = open_page(browser, f"{server.url}index.html")
     page.evaluate("window.kerasSeq.ready")
     text = "the cat sat on a mat "
     page.type("#input", text)
@@ -233,7 +214,7 @@ def largest_three(probs, lm):
 
 def test_the_page_generates_from_the_mixture(browser, server):
     """Generation samples the mixture's log-probabilities and leaves the cache as it was."""
-    page, errors = _open(browser, f"{server.url}index.html")
+    page, errors = open_page(browser, f"{server.url}index.html")
     page.evaluate("window.kerasSeq.ready")
     page.type("#input", "the cat ")
     page.fill("#ntokens", "10")
@@ -250,7 +231,7 @@ def test_a_site_without_a_mix_does_not_mix(browser, mix_parts, tmp_path):
     site = tmp_path / "web"
     assert "mix" not in export_web([model], site)
     with SiteServer(site, port=0) as srv:
-        page, errors = _open(browser, f"{srv.url}index.html")
+        page, errors = open_page(browser, f"{srv.url}index.html")
         assert page.evaluate("window.kerasSeq.ready")["mix"] is None
         assert page.is_hidden("#mix") and page.evaluate("window.kerasSeq.mixture('the ')") is None
         assert not errors
@@ -274,7 +255,7 @@ def test_ngram_js_streams_pythons_distribution(browser, server, site, tmp_path, 
     write_compact(model, tmp_path / "m.bin", quantize_bits=bits)
     tok = load_tokenizer(site / "tokenizer.json")
     ids = [tok.eos_id] + tok.encode("the cat sat on a mat\na big red dog ran").tolist()
-    page, errors = _open(browser, f"{server.url}index.html")
+    page, errors = open_page(browser, f"{server.url}index.html")
     page.evaluate("window.kerasSeq.ready")
     got = page.evaluate("""async ([bytes, data, ids]) => {
       const {readCompact, NgramOnModelVocab} = await import('./ngram.js');
