@@ -43,7 +43,7 @@ LAYERS = {
     "keras_seq.data": 2, "keras_seq.metrics": 2, "keras_seq.keyboard": 2,
     "keras_seq.sampling": 2,
     "keras_seq.ngram": 3,
-    "keras_seq.layers": 4,
+    "keras_seq.layers": 4, "keras_seq.cells": 4,
     "keras_seq.models": 5,
     "keras_seq.training": 6,
     "keras_seq.tasks": 7,

@@ -40,7 +40,7 @@ def test_run_benchmark_structure():
     # Parameters of one layer with 4 inputs and 4 units, by hand: SimpleRNN 4·4 + 4·4 + 4
     # = 36; GRU (reset_after: two biases) 3·(16 + 16) + 2·12 = 120; LSTM 4·36 = 144.
     params = report["params"][0]
-    assert (params["simple_rnn"], params["gru"], params["lstm"]) == (36, 120, 144)
+    assert (params["rnn"], params["gru"], params["lstm"]) == (36, 120, 144)  # registry names
     text = format_report(report)
     assert "ours/built-in" in text and "recurrent weights" in text
 

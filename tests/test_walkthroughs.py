@@ -16,7 +16,7 @@ BLOCK = re.compile(r"<!-- walkthrough: ([\w-]+) -->\s*```python\n(.*?)```", re.S
 
 def blocks() -> dict:
     found = dict(BLOCK.findall(PAGE.read_text(encoding="utf-8")))
-    assert set(found) == {"task", "task-train", "task-cli", "cell", "cell-check"}, \
+    assert set(found) == {"task", "task-train", "task-cli", "cell", "cell-check", "cell-row"}, \
         sorted(found)
     return found
 
@@ -69,3 +69,18 @@ def test_adding_a_cell(tmp_path):
     for t in range(2):
         h = 0.7 * h + 0.3 * np.tanh(x[:, t] @ kernel + h @ recurrent + bias)
     np.testing.assert_allclose(np.asarray(ns["fast"](x[:, :2]))[:, -1], h, atol=1e-5)
+
+
+def test_adding_a_cell_row():
+    """One row in the registry: the page's leaky RNN trains in a RecurrentLM and is a
+    config choice."""
+    from keras_seq import cells as registry
+
+    try:
+        ns = run(["cell", "cell-row"])
+        assert np.isfinite(ns["history"].history["loss"]).all()
+        assert type(ns["lm"].rnns[0]).__name__ == "LeakyRNN"
+        assert ns["problems"] == []
+    finally:
+        registry.CELLS.pop("leaky", None)
+    assert "leaky" not in registry.cells_for("lm")

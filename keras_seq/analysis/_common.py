@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from keras_seq.cells import cell_spec, mirrored_cells
 from keras_seq.errors import KerasSeqError
 
-CELLS = ("rnn", "gru", "lstm")
+#: the keras-seq cells that mirror a Keras built-in (the analyses compare them)
+CELLS = mirrored_cells()
 LABELS = {"rnn": "SimpleRNN", "gru": "GRU", "lstm": "LSTM", "attn-gru": "GRU + attention",
           "nplm": "NPLM"}
 COLORS = {"rnn": "tab:red", "gru": "tab:blue", "lstm": "tab:green", "attn-gru": "tab:purple"}
@@ -23,11 +25,7 @@ def check_cells(cells, allowed=CELLS) -> tuple[str, ...]:
 
 def recurrent_layer(cell: str, units: int, **kwargs):
     """A keras-seq ``SimpleRNN`` / ``GRU`` / ``LSTM`` layer for a cell name."""
-    # lazy: Keras is imported once the backend is chosen
-    from keras_seq import layers as ks
-
-    cls = {"rnn": ks.SimpleRNN, "gru": ks.GRU, "lstm": ks.LSTM}[cell]
-    return cls(units, **kwargs)
+    return cell_spec(cell).build(units, **kwargs)
 
 
 class Progress:

@@ -362,7 +362,7 @@ def section_memory(out: Path, cfg: dict, seed: int, data: str, progress: bool,
 
 def section_speed(out: Path, cfgs: list, seed: int, data: str, progress: bool) -> dict:
     # lazy: Keras is imported once the backend is chosen
-    from keras_seq.layers import param_table
+    from keras_seq.layers import cell_spec, param_table
 
     claims = {"gru": 0.7, "lstm": 0.5}
     bodies, checks, results, oks = [], [], [], []
@@ -391,9 +391,10 @@ def section_speed(out: Path, cfgs: list, seed: int, data: str, progress: bool) -
                       f"{c['batch']}, vocab {c['vocab']}, {c['steps']} steps × {c['repeats']} "
                       "alternating runs, tokens/s of the fastest run.\n\n" + md_table(rows))
     sizes = [(results[0]["config"]["embed"], results[0]["config"]["units"])]
-    params = param_table(sizes)[0]
-    prow = [{"cell": c, "params": params[c], "× simple_rnn": params[c] / params["simple_rnn"],
-             "recurrent × simple_rnn": params["recurrent_ratio"][c],
+    params = param_table(sizes)[0]  # keyed by the registry's names ("rnn" for simple_rnn)
+    prow = [{"cell": c, "params": params[cell_spec(c).name],
+             "× simple_rnn": params[cell_spec(c).name] / params["rnn"],
+             "recurrent × simple_rnn": params["recurrent_ratio"][cell_spec(c).name],
              "seed 004 claim": {"simple_rnn": 1, "gru": 3, "lstm": 4}[c]}
             for c in ("simple_rnn", "gru", "lstm")]
     params_ok = all(abs(p["× simple_rnn"] - p["seed 004 claim"]) <= 0.1 * p["seed 004 claim"]

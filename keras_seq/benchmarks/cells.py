@@ -33,6 +33,7 @@ import time
 import numpy as np
 
 from keras_seq.benchmarks import backends
+from keras_seq.cells import cell_spec
 
 CELLS = ("simple_rnn", "gru", "lstm")
 IMPLS = ("keras_seq", "builtin")
@@ -51,13 +52,8 @@ LAYER_NAME = "rnn"
 
 
 def _layer(cell, impl, units):
-    # lazy: Keras is imported once the backend is chosen
-    import keras
-
-    from keras_seq import layers as ks
-
-    module = ks if impl == "keras_seq" else keras.layers
-    cls = {"simple_rnn": module.SimpleRNN, "gru": module.GRU, "lstm": module.LSTM}[cell]
+    spec = cell_spec(cell)  # "simple_rnn" is the registry's "rnn"
+    cls = spec.layer_cls if impl == "keras_seq" else spec.builtin_cls
     return cls(units, return_sequences=True, name=LAYER_NAME)
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from keras_seq.benchmarks import backends
 from keras_seq.benchmarks.cells import alternate, check_counts, settings_text, speed_row
+from keras_seq.cells import keras_twins, mirrored_cells
 from keras_seq.data.batching import stream_arrays
 from keras_seq.data.corpus import load_corpus
 from keras_seq.data.tokenizers import make_tokenizer
@@ -52,6 +53,9 @@ from keras_seq.tasks.lm.task import build_model, train_lm
 #: the keyboard metrics whose difference from KN the table gives with its interval
 VERSUS_KN = ("top1_iv", "top3_iv", "ksr")
 
+#: what `bench lm` compares by default: the NPLM and every cell with a Keras built-in
+LM_MODELS = ("nplm", *mirrored_cells())
+
 
 def model_params(cell: str, vocab: int, embed: int, units: int, layers: int, tie: bool,
                  context: int = 4) -> int:
@@ -59,10 +63,9 @@ def model_params(cell: str, vocab: int, embed: int, units: int, layers: int, tie
     ``cell="nplm"``, of an NPLM reading ``context`` tokens with ``units`` hidden units)."""
     if cell == "nplm":
         return nplm_param_count(vocab, context + 1, embed, units, direct=False)
-    cell_type = {"rnn": "simple_rnn", "gru": "gru", "lstm": "lstm"}[cell]
     total = vocab * embed
     for i in range(layers):
-        total += count_params(cell_type, embed if i == 0 else units, units)
+        total += count_params(cell, embed if i == 0 else units, units)
     total += vocab if tie else units * vocab + vocab
     return total
 
@@ -122,7 +125,7 @@ def run_bench(
     split_ratio: str = "90/10",
     tokenizer: str = "word",
     min_count: int = 2,
-    cells=("nplm", "rnn", "gru", "lstm"),
+    cells=LM_MODELS,
     nplm_context: int = 4,
     nplm_orders=(),
     minutes: float = 60.0,
@@ -377,9 +380,9 @@ def format_bench(out: dict) -> str:
 # ----------------------------------------------------------------------------------------
 # keras-seq vs Keras's built-in layers on this workload (``bench lm --speed``)
 
-SPEED_CELLS = ("rnn", "gru", "lstm")
+SPEED_CELLS = mirrored_cells()  # the cells Keras has built-ins for
 #: The RecurrentLM cell of Keras's built-in layer for each keras-seq cell.
-BUILTIN_CELL = {"rnn": "keras-rnn", "gru": "keras-gru", "lstm": "keras-lstm"}
+BUILTIN_CELL = keras_twins()
 
 
 def run_speed(

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from keras_seq.cells import mirrored_cells
 from keras_seq.commands._common import add_json_arg, number
 from keras_seq.ranges import AT_LEAST_1, NON_NEGATIVE, POSITIVE, SEED
 
@@ -61,8 +62,8 @@ def register(subparsers) -> None:
         help="‖∂L_T/∂h_k‖ against distance T−k for each cell, W_hh spectra and bounds; "
         "optionally the exploding-gradient / clipping experiment",
     )
-    g.add_argument("--cells", nargs="+", default=["rnn", "gru", "lstm"],
-                   choices=("rnn", "gru", "lstm"), help="cells measured")
+    g.add_argument("--cells", nargs="+", default=list(mirrored_cells()),
+                   choices=mirrored_cells(), help="cells measured")
     g.add_argument("--data", default="python-docs", metavar="NAME|PATH",
                    help="corpus the sequences come from")
     g.add_argument("--tokenizer", default="word", choices=("char", "word"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from keras_seq.cells import CELLS, cells_for
 from keras_seq.commands._common import add_data_args, number
 from keras_seq.ranges import AT_LEAST_1, POSITIVE
 
@@ -35,7 +36,7 @@ def register(subparsers) -> None:
                    help="benchmark rounds, the models alternated in each (default 3)")
     g = p.add_argument_group("the neural model (default: a GRU of 256 units tied to its "
                              "embedding)")
-    g.add_argument("--cell", choices=("lstm", "lstmp", "gru", "rnn"), default=None,
+    g.add_argument("--cell", choices=cells_for("lm", comparisons=False), default=None,
                    help="lstmp: the on-device LSTM with a recurrent projection (--proj-units; "
                         "512 → 128 with CIFG, the previous default, unless given)")
     g.add_argument("--units", type=number(int, AT_LEAST_1),
@@ -70,10 +71,9 @@ def run_pipeline(args) -> int:
                  **{k: v for k, v in (("cell", args.cell), ("units", args.units),
                                       ("proj_units", args.proj_units), ("cifg", args.cifg))
                     if v is not None}}
-    if overrides.get("cell") == "lstmp":  # Gboard's CIFG-LSTMP 512 → 128 unless told
-        overrides.setdefault("units", 512)
-        overrides.setdefault("proj_units", 128)
-        overrides.setdefault("cifg", True)
+    spec = CELLS.get(overrides.get("cell"))  # an unknown cell is refused by LMConfig
+    for field, value in (spec.recipe if spec else {}).items():
+        overrides.setdefault(field, value)  # unless told (lstmp: Gboard's CIFG 512 → 128)
     if ("units" in overrides or "proj_units" in overrides) and "embed_dim" not in overrides:
         # tied: embedding = output size
         overrides["embed_dim"] = (overrides.get("proj_units") or overrides.get("units")

@@ -44,6 +44,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_seq.cells import CELLS
 from keras_seq.errors import KerasSeqError
 from keras_seq.export.fused_lstm import fused_lstm
 from keras_seq.export.lm_stack import read_lm, state_sizes
@@ -114,7 +115,9 @@ class LMGraphs:
         self.kind = described["cell"]
         self.units = int(described["units"])
         rnns = self.stack.recurrent
-        proj = getattr(rnns[0].cell, "proj_units", None) if self.kind == "lstmp" else None
+        self.spec = CELLS.get(self.kind)  # None for a cell the registry lacks
+        projects = self.spec is not None and self.spec.projects
+        proj = getattr(rnns[0].cell, "proj_units", None) if projects else None
         self.proj_units = None if proj is None else int(proj)
         self.num_layers = len(rnns)
         self.vocab_size = int(self.stack.vocab_size)
@@ -147,9 +150,12 @@ class LMGraphs:
 
     def fusable(self) -> bool:
         """Whether every recurrent layer can go through the fused-LSTM composite function
-        (plain LSTMs only: TFLite's fused op here has no CIFG and no projection, so never
+        (cells whose registry row computes what ``keras.layers.LSTM`` does, without a
+        projection: TFLite's fused op here has no CIFG and no projection, so never
         ``lstmp``)."""
-        if self.kind != "lstm" or self.residual:
+        spec = self.spec
+        if spec is None or spec.builtin_cls is not keras.layers.LSTM or spec.projects \
+                or self.residual:
             return False
         for rnn in self.stack.recurrent:
             cell = rnn.cell

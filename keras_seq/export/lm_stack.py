@@ -46,7 +46,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_seq import layers as seq_layers
+from keras_seq.cells import spec_of
 from keras_seq.errors import KerasSeqError
 from keras_seq.layers.state import state_variables, stateful_layers
 from keras_seq.layers.tied_logits import TiedLogits
@@ -128,11 +128,13 @@ class LMStack:
 
     def state_layout(self) -> list[tuple[str, int]]:
         """``[(name, size)]`` of every carried state: ``h<i>`` (and ``c<i>`` for a layer
-        with two states, an LSTM's) of recurrent layer ``i``, in layer order."""
+        with two states, an LSTM's) of recurrent layer ``i``, in layer order; the names are
+        the cell's ``states`` in the registry (``h``, ``c`` for a cell it lacks)."""
         out = []
         for i, rnn in enumerate(self.recurrent):
-            sizes = state_sizes(rnn)
-            out += [(f"{name}{i}", size) for name, size in zip(("h", "c"), sizes)]
+            spec = spec_of(rnn.cell)
+            names = spec.states if spec is not None else ("h", "c")
+            out += [(f"{name}{i}", size) for name, size in zip(names, state_sizes(rnn))]
         return out
 
     @property
@@ -220,15 +222,13 @@ def state_sizes(rnn) -> list[int]:
 
 
 def cell_kind(rnn) -> str:
-    """``rnn``, ``gru``, ``lstm``, ``lstmp`` or the cell's class name in lower case."""
-    kinds = ((seq_layers.LSTMPCell, "lstmp"), (seq_layers.LSTMCell, "lstm"),
-             (seq_layers.GRUCell, "gru"), (seq_layers.SimpleRNNCell, "rnn"),
-             (keras.layers.LSTMCell, "lstm"), (keras.layers.GRUCell, "gru"),
-             (keras.layers.SimpleRNNCell, "rnn"))
-    for cls, kind in kinds:
-        if isinstance(rnn.cell, cls):
-            return kind
-    return type(rnn.cell).__name__.lower()
+    """The layer's cell as the registry names it (``rnn``, ``gru``, ``lstm``, ``lstmp``…;
+    a Keras built-in by the keras-seq cell computing the same), or the cell's class name
+    in lower case when no row of :data:`~keras_seq.cells.CELLS` has it."""
+    spec = spec_of(rnn.cell)
+    if spec is None:
+        return type(rnn.cell).__name__.lower()
+    return spec.twin or spec.name
 
 
 def _check_recurrent(layer, last_may_pool: bool = False) -> None:

@@ -13,9 +13,12 @@ layer sharing the embedding matrix; ``Bidirectional`` is Keras's wrapper, taking
 two-direction kernel for these LSTM and GRU layers too; ``reset_recurrent_states`` zeroes
 every stateful layer of a model (Keras 3 has no ``Model.reset_states``). Every cell,
 ``QATEmbedding`` and ``QATDense`` take ``qat="int8"|"int4"``: quantization-aware training
-on the grid the TFLite export stores (:mod:`keras_seq.layers.quant`).
+on the grid the TFLite export stores (:mod:`keras_seq.layers.quant`). ``CELLS``,
+``cell_spec``, ``cells_for`` and ``CellSpec`` are the table of cells every model, config and
+exporter reads (:mod:`keras_seq.cells`, which loads no Keras).
 """
 
+from keras_seq.cells import CELLS, CellSpec, cell_spec, cells_for
 from keras_seq.layers._base import BaseCell, FastRNN
 from keras_seq.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_seq.layers.bahdanau_attention import BahdanauAttention
@@ -32,7 +35,9 @@ from keras_seq.layers.state import reset_recurrent_states, stateful_layers
 from keras_seq.layers.tied_logits import TiedLogits
 
 __all__ = [
+    "CELLS",
     "CELL_ARGS",
+    "CellSpec",
     "AdaptiveSoftmax",
     "BahdanauAttention",
     "BaseCell",
@@ -49,6 +54,8 @@ __all__ = [
     "SimpleRNN",
     "SimpleRNNCell",
     "TiedLogits",
+    "cell_spec",
+    "cells_for",
     "count_params",
     "fake_quant",
     "from_builtins",

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import keras
 
+from keras_seq.layers._base import FastRNN
 from keras_seq.layers.dispatch import fused_kernel_blockers
-from keras_seq.layers.gru import GRU
-from keras_seq.layers.lstm import LSTM
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -40,12 +39,13 @@ class Bidirectional(keras.layers.Bidirectional):
         """``"lstm"`` or ``"gru"`` where the wrapped pair may take the fused kernel (Keras's
         rules and keras-seq's), else None."""
         fwd, bwd = self.forward_layer, self.backward_layer
-        kinds = {"lstm": (LSTM, 4), "gru": (GRU, 2)}  # the layer, its states (both ways)
-        kind = next((k for k, (cls, _) in kinds.items()
-                     if isinstance(fwd, cls) and isinstance(bwd, cls)), None)
-        if kind is None:
+        # the backend's fused kernel each keras-seq cell declares (LSTMCell: "lstm")
+        kind = getattr(fwd.cell, "cudnn_kind", None)
+        if kind is None or getattr(bwd.cell, "cudnn_kind", None) != kind \
+                or not (isinstance(fwd, FastRNN) and isinstance(bwd, FastRNN)):
             return None
-        n_states = kinds[kind][1]
+        sizes = fwd.cell.state_size
+        n_states = 2 * (len(sizes) if isinstance(sizes, (list, tuple)) else 1)  # both ways
         cells = (fwd.cell, bwd.cell)
         eligible = (
             mask is None and not self.stateful

@@ -1,20 +1,28 @@
 """Parameter counts of the recurrent cells, without building any layer.
 
-A SimpleRNN step has one block of weights (``W_xh``, ``W_hh``, ``b``); a GRU has
-three (z, r, h), an LSTM four (i, f, c, o) and a CIFG LSTM three (f, c, o). So
-the recurrent weights of an LSTM are exactly 4× and a GRU's 3× a SimpleRNN's
-of the same width. The projected LSTMs (``"lstmp"``, ``"cifg_lstmp"``: LSTMP, Sak
-et al. 2014) also take ``proj_units``: their recurrent kernel is ``(P, G·U)`` and
-they add a ``(U, P)`` projection.
+Every count reads the cell's row of :data:`keras_seq.cells.CELLS`: its number
+of gate blocks and whether it projects. A SimpleRNN step (``"rnn"``) has one block of
+weights (``W_xh``, ``W_hh``, ``b``); a GRU has three (z, r, h), an LSTM four (i, f, c, o)
+and a CIFG LSTM (``"cifg"``) three (f, c, o). So the recurrent weights of an LSTM are
+exactly 4× and a GRU's 3× a SimpleRNN's of the same width. The projected LSTMs
+(``"lstmp"``, ``"cifg_lstmp"``: LSTMP, Sak et al. 2014) also take ``proj_units``: their
+recurrent kernel is ``(P, G·U)`` and they add a ``(U, P)`` projection. The benchmarks'
+name ``"simple_rnn"`` is read as ``"rnn"``.
 """
 
 from __future__ import annotations
 
-CELL_TYPES = ("simple_rnn", "gru", "lstm", "cifg")
-_GATES = {"simple_rnn": 1, "gru": 3, "lstm": 4, "cifg": 3}
-# LSTMs with a recurrent projection; not in CELL_TYPES (param_table has no proj_units).
-PROJECTED_TYPES = ("lstmp", "cifg_lstmp")
-_PROJECTED_GATES = {"lstmp": 4, "cifg_lstmp": 3}
+from keras_seq.cells import CELLS, cell_spec
+
+
+def counted_cells() -> tuple[str, ...]:
+    """The cells :func:`param_table` counts: every keras-seq row of ``CELLS`` without a
+    projection (it has no ``proj_units``), in table order.
+
+    >>> counted_cells()
+    ('rnn', 'gru', 'lstm', 'cifg')
+    """
+    return tuple(name for name, spec in CELLS.items() if not spec.projects and not spec.keras_own)
 
 
 def weight_shapes(cell_type, input_dim, units, use_bias=True, reset_after=True,
@@ -22,8 +30,9 @@ def weight_shapes(cell_type, input_dim, units, use_bias=True, reset_after=True,
     """Shapes of ``kernel``, ``recurrent_kernel`` and ``bias`` as Keras lays them out.
 
     Args:
-        cell_type: one of ``"simple_rnn"``, ``"gru"``, ``"lstm"``, ``"cifg"``, or a
-            projected LSTM ``"lstmp"`` / ``"cifg_lstmp"`` (needs ``proj_units``).
+        cell_type: a cell of :data:`~keras_seq.cells.CELLS` (``"rnn"``,
+            ``"gru"``, ``"lstm"``, ``"cifg"``…), or a projected LSTM ``"lstmp"`` /
+            ``"cifg_lstmp"`` (needs ``proj_units``).
         input_dim: size of each input vector ``D``.
         units: size of the hidden state ``U`` (the cell state for a projected LSTM).
         use_bias: whether the cell has a bias.
@@ -42,23 +51,22 @@ def weight_shapes(cell_type, input_dim, units, use_bias=True, reset_after=True,
     >>> weight_shapes("cifg_lstmp", 8, 4, proj_units=2)
     {'kernel': (8, 12), 'recurrent_kernel': (2, 12), 'bias': (12,), 'projection_kernel': (4, 2)}
     """
-    if cell_type not in _GATES and cell_type not in _PROJECTED_GATES:
-        raise ValueError(
-            f"weight_shapes: received cell_type={cell_type!r}; expected one of "
-            f"{', '.join(CELL_TYPES + PROJECTED_TYPES)}. Pick one of those names."
-        )
+    try:
+        spec = cell_spec(cell_type)
+    except ValueError as err:
+        raise ValueError(f"weight_shapes: cell_type: {err}") from None
     for name, value in (("input_dim", input_dim), ("units", units)):
         if not isinstance(value, int) or value <= 0:
             raise ValueError(
                 f"weight_shapes: received {name}={value!r}; expected a positive integer."
             )
-    if cell_type in _PROJECTED_GATES:
+    cols = spec.gates * units
+    if spec.projects:
         if not isinstance(proj_units, int) or not 0 < proj_units <= units:
             raise ValueError(
                 f"weight_shapes: received proj_units={proj_units!r} for {cell_type!r}; "
                 f"expected a positive integer ≤ units ({units})."
             )
-        cols = _PROJECTED_GATES[cell_type] * units
         shapes = {"kernel": (input_dim, cols), "recurrent_kernel": (proj_units, cols)}
         if use_bias:
             shapes["bias"] = (cols,)
@@ -67,12 +75,12 @@ def weight_shapes(cell_type, input_dim, units, use_bias=True, reset_after=True,
     if proj_units is not None:
         raise ValueError(
             f"weight_shapes: received proj_units={proj_units!r} for {cell_type!r}, which "
-            f"has no projection; use one of {', '.join(PROJECTED_TYPES)} or drop proj_units."
+            f"has no projection; use one of "
+            f"{', '.join(n for n, s in CELLS.items() if s.projects)} or drop proj_units."
         )
-    cols = _GATES[cell_type] * units
     shapes = {"kernel": (input_dim, cols), "recurrent_kernel": (units, cols)}
     if use_bias:
-        shapes["bias"] = (2, cols) if cell_type == "gru" and reset_after else (cols,)
+        shapes["bias"] = (2, cols) if "reset_after" in spec.options and reset_after else (cols,)
     return shapes
 
 
@@ -124,7 +132,7 @@ def param_table(sizes=((128, 256),), use_bias=True, reset_after=True):
         row = {"input_dim": input_dim, "units": units}
         base = units * units
         ratios = {}
-        for cell_type in CELL_TYPES:
+        for cell_type in counted_cells():
             row[cell_type] = count_params(cell_type, input_dim, units, use_bias, reset_after)
             rec = weight_shapes(cell_type, input_dim, units)["recurrent_kernel"]
             ratios[cell_type] = rec[0] * rec[1] / base
@@ -135,14 +143,15 @@ def param_table(sizes=((128, 256),), use_bias=True, reset_after=True):
 
 def format_param_table(rows):
     """Plain-text table of :func:`param_table` rows."""
-    header = f"{'input':>6} {'units':>6} " + " ".join(f"{c:>11}" for c in CELL_TYPES)
+    cells = [c for c in counted_cells() if not rows or c in rows[0]]
+    header = f"{'input':>6} {'units':>6} " + " ".join(f"{c:>11}" for c in cells)
     lines = [header]
     for row in rows:
-        counts = " ".join(f"{row[c]:>11,}" for c in CELL_TYPES)
+        counts = " ".join(f"{row[c]:>11,}" for c in cells)
         lines.append(f"{row['input_dim']:>6} {row['units']:>6} {counts}")
     ratios = rows[0]["recurrent_ratio"] if rows else {}
     lines.append(
-        "recurrent weights vs simple_rnn: "
-        + ", ".join(f"{c} {ratios[c]:g}x" for c in CELL_TYPES if c in ratios)
+        "recurrent weights vs rnn: "
+        + ", ".join(f"{c} {ratios[c]:g}x" for c in cells if c in ratios)
     )
     return "\n".join(lines)

@@ -19,11 +19,10 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
-from keras_seq import layers as seq_layers
+from keras_seq.cells import cell_spec
 from keras_seq.layers.seeds import seeded_dropout
 from keras_seq.models._build import BuildByCalling, BuiltBeforeTracing, logits_dtype
 
-CELLS = {"rnn": seq_layers.SimpleRNN, "gru": seq_layers.GRU, "lstm": seq_layers.LSTM}
 POOLINGS = ("last", "mean", "attention")
 
 # Score given to masked positions before the softmax; exp(-1e9 - max) is exactly 0 in float32.
@@ -110,7 +109,8 @@ class SequenceClassifier(BuildByCalling, BuiltBeforeTracing, keras.Model):
         num_classes: number of labels (≥ 2); the output has one logit per label.
         embed_dim: embedding size.
         units: hidden units of every recurrent layer (per direction).
-        cell: ``"rnn"``, ``"gru"`` or ``"lstm"`` (keras-seq layers).
+        cell: a cell the ``classify`` shape offers in
+            :data:`keras_seq.cells.CELLS`: ``"rnn"``, ``"gru"`` or ``"lstm"``.
         num_layers: stacked recurrent layers.
         bidirectional: wrap every recurrent layer in ``keras.layers.Bidirectional``
             (outputs concatenated, so states have ``2·units`` features).
@@ -152,9 +152,10 @@ class SequenceClassifier(BuildByCalling, BuiltBeforeTracing, keras.Model):
                  attention_units: int | None = None, dropout: float = 0.0,
                  residual: bool = False, **kwargs):
         super().__init__(**kwargs)
-        if cell not in CELLS:
-            raise ValueError(f"SequenceClassifier: received cell={cell!r}; expected one of "
-                             f"{', '.join(CELLS)}, e.g. cell='lstm'.")
+        try:
+            spec = cell_spec(cell, "classify")
+        except ValueError as err:
+            raise ValueError(f"SequenceClassifier: {err}") from None
         if pooling not in POOLINGS:
             raise ValueError(f"SequenceClassifier: received pooling={pooling!r}; expected one "
                              f"of {', '.join(POOLINGS)}, e.g. pooling='last'.")
@@ -186,7 +187,7 @@ class SequenceClassifier(BuildByCalling, BuiltBeforeTracing, keras.Model):
                                           name="embedding")
         self.rnns = []
         for i in range(num_layers):
-            rnn = CELLS[cell](units, return_sequences=True, name=f"{cell}_{i}")
+            rnn = spec.build(units, return_sequences=True, name=f"{cell}_{i}")
             if self.bidirectional:
                 rnn = layers.Bidirectional(rnn, merge_mode="concat", name=f"bi_{cell}_{i}")
             self.rnns.append(rnn)

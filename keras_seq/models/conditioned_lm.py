@@ -21,12 +21,11 @@ import keras
 import numpy as np
 from keras import layers, ops
 
-from keras_seq import layers as seq_layers
+from keras_seq.cells import cell_spec
 from keras_seq.layers.seeds import seeded_dropout
 from keras_seq.models._build import BuiltBeforeTracing, logits_dtype
 from keras_seq.sampling import Sampler, TopKSampler
 
-CELLS = {"rnn": seq_layers.SimpleRNN, "gru": seq_layers.GRU, "lstm": seq_layers.LSTM}
 MODES = ("init", "input", "both")
 
 
@@ -40,7 +39,8 @@ class ConditionedLM(BuiltBeforeTracing, keras.Model):
             Give this or ``condition_features``, not both.
         embed_dim: token embedding size.
         units: hidden units of every recurrent layer.
-        cell: ``"rnn"``, ``"gru"`` or ``"lstm"`` (keras-seq layers).
+        cell: a cell the ``conditioned`` shape offers in
+            :data:`keras_seq.cells.CELLS`: ``"rnn"``, ``"gru"`` or ``"lstm"``.
         num_layers: stacked recurrent layers.
         mode: ``"init"`` (the condition sets every layer's initial state; LSTM: ``h`` and
             ``c``), ``"input"`` (the condition joins the token embedding at every step)
@@ -95,9 +95,10 @@ class ConditionedLM(BuiltBeforeTracing, keras.Model):
                            ("condition_features", condition_features)):
             if value is not None:
                 positive(arg, value)
-        if cell not in CELLS:
-            raise ValueError(f"{name}: received cell={cell!r}; expected one of "
-                             f"{', '.join(CELLS)}")
+        try:
+            spec = cell_spec(cell, "conditioned")
+        except ValueError as err:
+            raise ValueError(f"{name}: {err}") from None
         if mode not in MODES:
             raise ValueError(f"{name}: received mode={mode!r}; expected 'init' (condition "
                              "sets the initial state), 'input' (condition joins every input "
@@ -110,7 +111,7 @@ class ConditionedLM(BuiltBeforeTracing, keras.Model):
         self.num_layers, self.mode = int(num_layers), mode
         self.condition_dim = int(condition_dim or embed_dim)
         self.condition_features, self.dropout = condition_features, float(dropout)
-        self.num_states = 2 if cell == "lstm" else 1
+        self.num_states = len(spec.states)  # h, or h and c
 
         self.embedding = layers.Embedding(vocab_size, embed_dim, mask_zero=True,
                                           name="embedding")
@@ -125,8 +126,8 @@ class ConditionedLM(BuiltBeforeTracing, keras.Model):
             self.state_init = [layers.Dense(self.num_states * units, activation="tanh",
                                             name=f"state_init_{i}")
                                for i in range(num_layers)]
-        self.rnns = [CELLS[cell](units, return_sequences=True, return_state=True,
-                                 name=f"{cell}_{i}") for i in range(num_layers)]
+        self.rnns = [spec.build(units, return_sequences=True, return_state=True,
+                                name=f"{cell}_{i}") for i in range(num_layers)]
         self.drops = [seeded_dropout(dropout) for _ in range(num_layers + 1)]
         self.head = layers.Dense(vocab_size, name="logits", dtype=logits_dtype())
         self._step_fn = None

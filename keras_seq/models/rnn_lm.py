@@ -10,7 +10,7 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
-from keras_seq import layers as seq_layers
+from keras_seq.cells import cell_spec, cells_for
 from keras_seq.layers.adaptive_softmax import (
     AdaptiveSoftmax,
     check_cutoffs,
@@ -24,17 +24,6 @@ from keras_seq.layers.tied_logits import TiedLogits
 from keras_seq.models._build import BuildByCalling, BuiltBeforeTracing, logits_dtype
 from keras_seq.models.train_step import GradNormLogs
 
-CELLS = {
-    "rnn": seq_layers.SimpleRNN,
-    "gru": seq_layers.GRU,
-    "lstm": seq_layers.LSTM,
-    "lstmp": seq_layers.LSTMP,  # LSTM with a recurrent projection (needs proj_units)
-    # Keras's own layers, for side-by-side comparisons only.
-    "keras-rnn": layers.SimpleRNN,
-    "keras-gru": layers.GRU,
-    "keras-lstm": layers.LSTM,
-}
-
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class RecurrentLM(GradNormLogs, BuildByCalling, BuiltBeforeTracing, keras.Model):
@@ -45,9 +34,10 @@ class RecurrentLM(GradNormLogs, BuildByCalling, BuiltBeforeTracing, keras.Model)
         embed_dim: embedding size.
         units: hidden units of every recurrent layer (the cell state's size for ``lstmp``).
         num_layers: stacked recurrent layers.
-        cell: ``"rnn"``, ``"gru"``, ``"lstm"`` or ``"lstmp"`` (keras-seq layers; ``lstmp`` is
-            an LSTM with a recurrent projection, Sak et al. 2014); ``"keras-lstm"`` etc.
-            use Keras's built-ins for comparison.
+        cell: a cell of :data:`keras_seq.cells.CELLS` that the ``lm`` shape
+            offers: ``"rnn"``, ``"gru"``, ``"lstm"`` or ``"lstmp"`` (keras-seq layers;
+            ``lstmp`` is an LSTM with a recurrent projection, Sak et al. 2014);
+            ``"keras-lstm"`` etc. use Keras's built-ins for comparison.
         proj_units: ``lstmp`` only (and required there): the projection size ``P ≤ units``;
             each layer outputs ``P`` features (its ``h``), which is what the next layer
             and the output layer read.
@@ -267,31 +257,34 @@ def _check_softmax(softmax, cutoffs, tie_weights, vocab_size, out_features) -> N
 def _check_cell(cell, units, proj_units, coupled_input_forget) -> None:
     """``cell`` and the options that belong to some cells only (``proj_units``, CIFG): raise
     ``ValueError`` saying what is wrong and how to fix it."""
-    if cell not in CELLS:
-        raise ValueError(f"unknown cell {cell!r}; expected one of {', '.join(CELLS)}")
-    if cell == "lstmp":
+    spec = cell_spec(cell, "lm")
+    if spec.projects:
         if proj_units is None:
-            raise ValueError("cell='lstmp' needs proj_units (the projection size, "
+            raise ValueError(f"cell={cell!r} needs proj_units (the projection size, "
                              f"≤ units={units}), e.g. proj_units={max(1, units // 4)}")
         if not isinstance(proj_units, int) or isinstance(proj_units, bool) \
                 or not 0 < proj_units <= units:
             raise ValueError(f"proj_units must be a positive integer ≤ units={units}, "
                              f"got {proj_units!r}; the projection maps the units down")
     elif proj_units is not None:
-        raise ValueError(f"proj_units is for cell='lstmp' only, got cell={cell!r} with "
-                         f"proj_units={proj_units}; use cell='lstmp' or drop proj_units")
-    if coupled_input_forget and cell not in ("lstm", "lstmp"):
+        projected = [name for name in cells_for("lm") if cell_spec(name).projects]
+        raise ValueError(f"proj_units is for {' or '.join(f'cell={n!r}' for n in projected)} "
+                         f"only, got cell={cell!r} with proj_units={proj_units}; use cell="
+                         f"{projected[0]!r} or drop proj_units")
+    if coupled_input_forget and "coupled_input_forget" not in spec.options:
         raise ValueError(f"coupled_input_forget (CIFG) needs a keras-seq LSTM cell "
-                         f"('lstm' or 'lstmp'), got cell={cell!r}")
+                         f"({', '.join(map(repr, cells_for('lm', option='coupled_input_forget')))}"
+                         f"), got cell={cell!r}")
 
 
 def _check_qat(qat, cell, softmax) -> None:
     """``qat`` and what it goes with: raise ``ValueError`` saying what is wrong and how to
     fix it."""
     check_qat(qat, "RecurrentLM")
-    if qat and cell.startswith("keras-"):
+    twin = cell_spec(cell).twin
+    if qat and twin:
         raise ValueError(f"qat={qat!r} rounds keras-seq cells' weights; cell={cell!r} is Keras's "
-                         "own layer: use cell='" + cell.replace("keras-", "") + "'")
+                         f"own layer: use cell={twin!r}")
     if qat and softmax != "full":
         raise ValueError(f"qat={qat!r} exports the full softmax's output layer; "
                          f"softmax={softmax!r} has no quantized export: use softmax='full'")
@@ -301,14 +294,15 @@ def _check_sizes(vocab_size, embed_dim, units, num_layers, cell, tie_weights, pr
                  softmax, cutoffs) -> None:
     """Weight tying against the recurrent output size, the softmax and the layer count:
     raise ``ValueError`` saying what is wrong and how to fix it."""
-    out_name, out_size = ("proj_units", proj_units) if cell == "lstmp" else ("units", units)
+    projects = cell_spec(cell).projects
+    out_name, out_size = ("proj_units", proj_units) if projects else ("units", units)
     if tie_weights and embed_dim != out_size:
         raise ValueError(
             f"tie_weights needs embed_dim == {out_name} (the recurrent output size), got "
             f"embed_dim={embed_dim}, {out_name}={out_size}; set them equal or turn tying "
             "off"
         )
-    out_features = proj_units if cell == "lstmp" else units
+    out_features = proj_units if projects else units
     _check_softmax(softmax, cutoffs, tie_weights, vocab_size, out_features)
     if num_layers < 1:
         raise ValueError(f"num_layers must be ≥ 1, got {num_layers}")
@@ -321,9 +315,9 @@ def _check_rates(cell, dropout, embed_dropout, weight_dropout) -> None:
         if not 0.0 <= float(rate) < 1.0:
             raise ValueError(f"{name} must be a fraction in [0, 1), got {rate!r}; "
                              "0 turns it off")
-    if weight_dropout and cell.startswith("keras-"):
-        raise ValueError(f"weight_dropout needs a keras-seq cell (rnn, gru, lstm, lstmp), got "
-                         f"cell={cell!r}")
+    if weight_dropout and cell_spec(cell).keras_own:
+        raise ValueError(f"weight_dropout needs a keras-seq cell "
+                         f"({', '.join(cells_for('lm', comparisons=False))}), got cell={cell!r}")
 
 
 def _uniform_inits(init_scale, cell) -> dict:
@@ -334,7 +328,7 @@ def _uniform_inits(init_scale, cell) -> dict:
         return {}
     u = keras.initializers.RandomUniform(-init_scale, init_scale)
     inits = {"kernel_initializer": u, "recurrent_initializer": u, "bias_initializer": u}
-    return {**inits, "projection_initializer": u} if cell == "lstmp" else inits
+    return {**inits, "projection_initializer": u} if cell_spec(cell).projects else inits
 
 
 def _embedding_init(init_scale):
@@ -347,19 +341,19 @@ def _recurrent_stack(cell, units, proj_units, num_layers, stateful, init_scale,
                      unit_forget_bias, weight_dropout, coupled_input_forget,
                      qat=None) -> list:
     """The ``num_layers`` recurrent layers ``{cell}_0``, ``{cell}_1``…, in order."""
+    spec = cell_spec(cell)
     rnn_kwargs = {"return_sequences": True, "stateful": stateful}
     if qat:
         rnn_kwargs["qat"] = qat
-    if cell.endswith(("lstm", "lstmp")):
+    if "unit_forget_bias" in spec.options:
         rnn_kwargs["unit_forget_bias"] = unit_forget_bias and init_scale is None
     if weight_dropout:
         rnn_kwargs["weight_dropout"] = weight_dropout
     if coupled_input_forget:
         rnn_kwargs["coupled_input_forget"] = True
-    sizes = (units, proj_units) if cell == "lstmp" else (units,)
     # Each layer builds on its input: the previous layer's proj_units for lstmp.
-    return [CELLS[cell](*sizes, name=f"{cell}_{i}", **rnn_kwargs,
-                        **_uniform_inits(init_scale, cell))
+    return [spec.build(units, proj_units, name=f"{cell}_{i}", **rnn_kwargs,
+                       **_uniform_inits(init_scale, cell))
             for i in range(num_layers)]
 
 

@@ -22,14 +22,12 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_seq.cells import cell_spec
 from keras_seq.layers.bahdanau_attention import BahdanauAttention
-from keras_seq.layers.gru import GRU, GRUCell
-from keras_seq.layers.lstm import LSTM, LSTMCell
 from keras_seq.layers.seeds import seeded_dropout
 from keras_seq.models._build import BuiltBeforeTracing, logits_dtype
 from keras_seq.models.train_step import GradNormLogs
 
-CELLS = {"gru": (GRU, GRUCell), "lstm": (LSTM, LSTMCell)}
 ATTENTIONS = ("bahdanau", "none")
 
 
@@ -71,9 +69,10 @@ class AttentionDecoderCell(keras.layers.Layer):
     def __init__(self, units, memory_dim, cell="gru", attention="bahdanau",
                  attention_units=None, **kwargs):
         super().__init__(**kwargs)
-        if cell not in CELLS:
-            raise ValueError(f"AttentionDecoderCell: received cell={cell!r}; expected one of "
-                             f"{', '.join(CELLS)}.")
+        try:
+            spec = cell_spec(cell, "seq2seq")
+        except ValueError as err:
+            raise ValueError(f"AttentionDecoderCell: {err}") from None
         if attention not in ATTENTIONS:
             raise ValueError(f"AttentionDecoderCell: received attention={attention!r}; "
                              f"expected one of {', '.join(ATTENTIONS)}.")
@@ -82,7 +81,7 @@ class AttentionDecoderCell(keras.layers.Layer):
         self.cell_type = cell
         self.attention_type = attention
         self.attention_units = attention_units or max(1, units // 4)
-        self.cell = CELLS[cell][1](units, name=f"{cell}_cell")
+        self.cell = spec.cell_cls(units, **spec.kwargs, name=f"{cell}_cell")
         self.attention = (BahdanauAttention(self.attention_units, name="attention")
                           if attention == "bahdanau" else None)
         self.state_size = self.cell.state_size
@@ -91,7 +90,7 @@ class AttentionDecoderCell(keras.layers.Layer):
 
     @property
     def num_states(self) -> int:
-        return 2 if self.cell_type == "lstm" else 1
+        return len(cell_spec(self.cell_type).states)  # h, or h and c
 
     def build(self, input_shape):
         embed_dim = input_shape[-1]
@@ -165,7 +164,8 @@ class Seq2Seq(GradNormLogs, BuiltBeforeTracing, keras.Model):
             ``eos_id`` after them.
         embed_dim: embedding size (source and target).
         units: state size of the encoder (per direction) and of the decoder.
-        cell: ``"gru"`` or ``"lstm"``.
+        cell: a cell the ``seq2seq`` shape offers in
+            :data:`keras_seq.cells.CELLS`: ``"gru"`` or ``"lstm"``.
         bidirectional: bidirectional encoder (``H = 2·units``).
         attention: ``"bahdanau"`` or ``"none"``.
         attention_units: alignment size ``A`` (default ``units // 4``).
@@ -200,9 +200,10 @@ class Seq2Seq(GradNormLogs, BuiltBeforeTracing, keras.Model):
                  bidirectional=True, attention="bahdanau", attention_units=None, dropout=0.0,
                  max_source_len=64, max_target_len=64, **kwargs):
         super().__init__(**kwargs)
-        if cell not in CELLS:
-            raise ValueError(f"Seq2Seq: received cell={cell!r}; expected one of "
-                             f"{', '.join(CELLS)}.")
+        try:
+            spec = cell_spec(cell, "seq2seq")
+        except ValueError as err:
+            raise ValueError(f"Seq2Seq: {err}") from None
         if attention not in ATTENTIONS:
             raise ValueError(f"Seq2Seq: received attention={attention!r}; expected "
                              f"{' or '.join(ATTENTIONS)}.")
@@ -220,7 +221,7 @@ class Seq2Seq(GradNormLogs, BuiltBeforeTracing, keras.Model):
                                                        name="source_embedding")
         self.target_embedding = keras.layers.Embedding(self.output_vocab, embed_dim,
                                                        name="target_embedding")
-        rnn = CELLS[cell][0](units, return_sequences=True, return_state=True, name="encoder")
+        rnn = spec.build(units, return_sequences=True, return_state=True, name="encoder")
         self.encoder = keras.layers.Bidirectional(rnn, name="bi_encoder") if bidirectional \
             else rnn
         self.bridge = keras.layers.Dense(units, activation="tanh", name="bridge")
@@ -243,11 +244,11 @@ class Seq2Seq(GradNormLogs, BuiltBeforeTracing, keras.Model):
         results = self.encoder(x, mask=mask, training=training)
         values = results[0]  # (B, S, H)
         finals = results[1:]
-        if self.cell_type == "lstm":  # (h, c) per direction: keep the h's
-            finals = finals[0::2]
+        num_states = self.decoder_cell.num_states
+        finals = finals[0::num_states]  # (h[, c]) per direction: keep the h's
         summary = ops.concatenate(list(finals), axis=-1) if len(finals) > 1 else finals[0]
         s0 = self.bridge(summary)  # (B, U)
-        states = [s0] if self.cell_type == "gru" else [s0, ops.zeros_like(s0)]
+        states = [s0] + [ops.zeros_like(s0)] * (num_states - 1)
         memory = self.decoder_cell.make_memory(values, mask=mask, summary=summary)
         return memory, states
 

@@ -16,22 +16,18 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
-from keras_seq import layers as seq_layers
+from keras_seq.cells import cell_spec
 from keras_seq.layers.params import count_params
 from keras_seq.layers.seeds import seeded_dropout
 from keras_seq.models._build import BuildByCalling, BuiltBeforeTracing, logits_dtype
 
-CELLS = {"rnn": seq_layers.SimpleRNN, "gru": seq_layers.GRU, "lstm": seq_layers.LSTM}
-# Names that keras_seq.layers.params uses for the same cells.
-_PARAM_CELL = {"rnn": "simple_rnn", "gru": "gru", "lstm": "lstm"}
 
-
-def _check_cell(cell: str) -> None:
-    if cell not in CELLS:
-        raise ValueError(
-            f"SequenceTagger: received cell={cell!r}; expected one of {', '.join(CELLS)} "
-            "(keras-seq layers). Pass e.g. cell='lstm'."
-        )
+def _check_cell(cell: str):
+    """The registry row of ``cell``, one the ``tag`` shape offers."""
+    try:
+        return cell_spec(cell, "tag")
+    except ValueError as err:
+        raise ValueError(f"SequenceTagger: {err}") from None
 
 
 def tagger_param_count(vocab_size: int, num_tags: int, embed_dim: int = 64, units: int = 128,
@@ -53,7 +49,7 @@ def tagger_param_count(vocab_size: int, num_tags: int, embed_dim: int = 64, unit
     total = vocab_size * embed_dim
     input_dim = embed_dim
     for _ in range(num_layers):
-        total += dirs * count_params(_PARAM_CELL[cell], input_dim, units)
+        total += dirs * count_params(cell, input_dim, units)
         input_dim = dirs * units
     return total + input_dim * num_tags + num_tags
 
@@ -107,7 +103,8 @@ class SequenceTagger(BuildByCalling, BuiltBeforeTracing, keras.Model):
         num_tags: number of tags (output classes per token).
         embed_dim: embedding size.
         units: hidden units of every recurrent layer, per direction.
-        cell: ``"rnn"``, ``"gru"`` or ``"lstm"`` (``keras_seq.layers`` SimpleRNN/GRU/LSTM).
+        cell: a cell the ``tag`` shape offers in :data:`keras_seq.cells.CELLS`:
+            ``"rnn"``, ``"gru"`` or ``"lstm"`` (``keras_seq.layers`` SimpleRNN/GRU/LSTM).
         num_layers: stacked recurrent layers.
         bidirectional: wrap each layer in ``keras.layers.Bidirectional`` (outputs of the
             two directions concatenated, ``2·units`` features); ``False`` gives a causal
@@ -139,7 +136,7 @@ class SequenceTagger(BuildByCalling, BuiltBeforeTracing, keras.Model):
                  cell: str = "lstm", num_layers: int = 1, bidirectional: bool = True,
                  dropout: float = 0.0, **kwargs):
         super().__init__(**kwargs)
-        _check_cell(cell)
+        spec = _check_cell(cell)
         for name, value, least in (("vocab_size", vocab_size, 2), ("num_tags", num_tags, 1),
                                    ("embed_dim", embed_dim, 1), ("units", units, 1),
                                    ("num_layers", num_layers, 1)):
@@ -163,7 +160,7 @@ class SequenceTagger(BuildByCalling, BuiltBeforeTracing, keras.Model):
                                           name="embedding")
         self.rnns = []
         for i in range(num_layers):
-            rnn = CELLS[cell](units, return_sequences=True, name=f"{cell}_{i}")
+            rnn = spec.build(units, return_sequences=True, name=f"{cell}_{i}")
             if self.bidirectional:
                 rnn = layers.Bidirectional(rnn, merge_mode="concat", name=f"bi_{cell}_{i}")
             self.rnns.append(rnn)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from keras_seq.cells import CellChoices
 from keras_seq.data.splits import split_problems
 from keras_seq.options import option
 from keras_seq.ranges import AT_LEAST_1, FRACTION
@@ -36,7 +37,7 @@ class ConditionedConfig(TrainConfig):
     min_count: int | None = option(2, "keep words seen at least this often in train (words "
                                    "seen once become <unk>, so <unk> is learned)", range=AT_LEAST_1)
     # model
-    cell: str = option("lstm", "recurrent layer", choices=("rnn", "gru", "lstm"))
+    cell: str = option("lstm", "recurrent layer", choices=CellChoices("conditioned"))
     units: int = option(128, "hidden units per recurrent layer", range=AT_LEAST_1)
     embed_dim: int = option(64, "word and condition embedding size", range=AT_LEAST_1)
     num_layers: int = option(1, "stacked recurrent layers", range=AT_LEAST_1)

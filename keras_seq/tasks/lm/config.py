@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
+from keras_seq.cells import CELLS, CellChoices, cells_for
 from keras_seq.data.splits import DEFAULT_SPLIT, split_problems
 from keras_seq.options import declared_range, option
 from keras_seq.ranges import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, SHARE
@@ -50,8 +51,7 @@ class LMConfig(TrainConfig):
                                "output (W)")
     cell: str = option("lstm", "recurrent layer: keras-seq rnn/gru/lstm/lstmp (lstmp: an LSTM "
                        "with a recurrent projection, needs --proj-units) or Keras' built-ins",
-                       choices=("rnn", "gru", "lstm", "lstmp", "keras-rnn", "keras-gru",
-                                "keras-lstm"))
+                       choices=CellChoices("lm"))
     proj_units: int | None = option(None, "lstmp: projection size P ≤ units (the layer's "
                                     "output and h)", default_help="none, lstmp needs one",
                                     range=AT_LEAST_1)
@@ -180,20 +180,25 @@ class LMConfig(TrainConfig):
                 problems.append(f"proj_units and cifg are for model 'rnn' (got model "
                                 f"{self.model!r})")
             return problems
+        spec = CELLS.get(self.cell)  # an unknown cell is refused by its choices
+        projects = spec is not None and spec.projects
         if self.proj_units is None:
-            if self.cell == "lstmp":
-                problems.append("cell 'lstmp' needs proj_units (the projection size, "
+            if projects:
+                problems.append(f"cell {self.cell!r} needs proj_units (the projection size, "
                                 f"≤ units={self.units}), e.g. proj_units={max(1, self.units // 4)}")
-        elif self.cell != "lstmp":
-            problems.append(f"proj_units is for cell 'lstmp' only (got cell {self.cell!r} "
-                            f"with proj_units={self.proj_units}); use --cell lstmp or drop "
-                            "--proj-units")
+        elif not projects:
+            projected = [name for name in cells_for("lm") if CELLS[name].projects]
+            problems.append(f"proj_units is for cell {' or '.join(map(repr, projected))} only "
+                            f"(got cell {self.cell!r} with proj_units={self.proj_units}); use "
+                            f"--cell {projected[0]} or drop --proj-units")
         elif self.proj_units in declared_range(LMConfig, "proj_units") and \
                 self.proj_units > self.units:
             problems.append(f"proj_units must be ≤ units (got proj_units={self.proj_units}, "
                             f"units={self.units}); the projection maps the units down")
-        if self.cifg and self.cell not in ("lstm", "lstmp"):
-            problems.append(f"cifg needs cell 'lstm' or 'lstmp' (got {self.cell!r})")
+        with_cifg = cells_for("lm", option="coupled_input_forget")
+        if self.cifg and self.cell not in with_cifg:
+            problems.append(f"cifg needs cell {' or '.join(map(repr, with_cifg))} "
+                            f"(got {self.cell!r})")
         return problems
 
     def _qat_problems(self) -> list[str]:
@@ -201,9 +206,10 @@ class LMConfig(TrainConfig):
         if self.qat is None:
             return []
         problems = []
-        if self.model != "rnn" or self.cell.startswith("keras-"):
+        if self.model != "rnn" or self.cell not in cells_for("lm", comparisons=False):
             problems.append(f"qat rounds keras-seq's recurrent cells (got model {self.model!r}, "
-                            f"cell {self.cell!r}); use --model rnn with --cell rnn/gru/lstm/lstmp")
+                            f"cell {self.cell!r}); use --model rnn with --cell "
+                            + "/".join(cells_for("lm", comparisons=False)))
         if self.softmax != "full":
             problems.append("qat exports the full softmax's output layer: drop --softmax "
                             "adaptive")

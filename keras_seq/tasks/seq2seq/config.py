@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from keras_seq.cells import CellChoices
 from keras_seq.data.splits import DEFAULT_SPLIT, split_problems
 from keras_seq.options import option
 from keras_seq.ranges import AT_LEAST_1, COLUMN, FRACTION, NON_NEGATIVE, OPEN_SHARE, POSITIVE
@@ -40,7 +41,7 @@ class Seq2SeqConfig(TrainConfig):
     max_vocab: int | None = option(None, "largest vocabulary per side (subword: the WordPiece "
                                    "size)", default_help="no limit; subword 8000", range=AT_LEAST_1)
     # model
-    cell: str = option("gru", "encoder and decoder cell", choices=("gru", "lstm"))
+    cell: str = option("gru", "encoder and decoder cell", choices=CellChoices("seq2seq"))
     units: int = option(128, "encoder units per direction = decoder units", range=AT_LEAST_1)
     embed_dim: int = option(32, "embedding size of both sides", range=AT_LEAST_1)
     bidirectional: bool = option(True, "bidirectional encoder (--unidirectional: one "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from keras_seq.cells import CellChoices
 from keras_seq.data.splits import split_problems
 from keras_seq.options import option
 from keras_seq.ranges import AT_LEAST_1, COLUMN, FRACTION
@@ -39,7 +40,7 @@ class TagConfig(TrainConfig):
                                    default_help="1, every word", range=AT_LEAST_1)
     lower: bool | None = option(None, "lower-case the text first", default_help="on")
     # model
-    cell: str = option("lstm", "recurrent layer", choices=("rnn", "gru", "lstm"))
+    cell: str = option("lstm", "recurrent layer", choices=CellChoices("tag"))
     units: int = option(128, "hidden units per recurrent layer and direction", range=AT_LEAST_1)
     embed_dim: int = option(64, "word embedding size", range=AT_LEAST_1)
     num_layers: int = option(1, "stacked recurrent layers", range=AT_LEAST_1)
