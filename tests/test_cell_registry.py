@@ -8,6 +8,8 @@ through the LM and the classifier (tests/toy_cell.py).
 """
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import keras
@@ -196,10 +198,16 @@ def _stream(flat, ids, state_names, output):
 
 
 def test_registry_module_loads_no_keras():
-    import subprocess
-    import sys
-
     code = ("import sys, keras_seq.cells as r, keras_seq.tasks.lm.config; "
             "r.cells_for('lm'); assert 'keras' not in sys.modules, 'keras imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
     assert registry.CELLS is CELLS
+
+
+def test_importing_the_layers_package_registers_every_serializable():
+    """A script's ``import keras_seq.layers`` is what lets ``keras.saving.load_model`` find
+    keras-seq's layers: the package imports them, the table does not stand in for that."""
+    code = ("import keras, keras_seq.layers\n"
+            "for name in ('LSTM', 'GRU', 'SimpleRNN', 'LSTMP', 'LSTMCell', 'TiedLogits'):\n"
+            "    assert keras.saving.get_registered_object('keras_seq>' + name), name")
+    subprocess.run([sys.executable, "-c", code], check=True)
