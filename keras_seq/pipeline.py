@@ -71,6 +71,7 @@ from keras_seq.runtime.mixture import MixedLM
 from keras_seq.sampling import special_ids
 from keras_seq.tables import print_table
 from keras_seq.tasks.lm.config import LMConfig
+from keras_seq.tasks.lm.shape import ALL_VARIANTS
 
 DEMO_DATA = "tinyshakespeare"
 # The recipe (docs/export-and-on-device.md, "The keyboard on the test split"): a GRU of 256
@@ -123,9 +124,7 @@ GENERATION_CHECK_TOKENS = 300
 # The streamed models: explicit-state steps in every variant, and the fused LSTM op
 # (float32, plain LSTMs only) to compare with them.
 EXPORT_GRAPHS = ("step", "step_fused")
-# export.tflite's VARIANTS and SHARED_TABLE_VARIANTS (named here: that module loads TF)
-PIPELINE_VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8", "dynamic_shared",
-                     "int4")
+PIPELINE_VARIANTS = ALL_VARIANTS  # every TFLite variant of the export table
 # The product promise (issues 26 and 55), each checked by summary_checks on this run's
 # numbers; (a), (f) and (g) on the test split, which nothing in the run was chosen on:
 PPL_CUT = 0.40            # (a) shipped PPL ≤ 0.60× the best n-gram's

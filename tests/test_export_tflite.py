@@ -399,11 +399,15 @@ def test_shared_table_without_ai_edge_quantizer_says_how_to_install(tied_lstmp, 
 
 
 def test_export_command_offers_every_variant():
-    """The CLI keeps its own list (no TensorFlow import for --help): it must be the library's."""
-    from keras_seq.export.tflite import ALL_VARIANTS
+    """One table of export targets (in the light shape module, so --help loads no
+    TensorFlow): the CLI, the library and the pipeline read it."""
+    from keras_seq import pipeline
+    from keras_seq.export import tflite
     from keras_seq.tasks.lm import shape
 
-    assert shape.VARIANTS + shape.SHARED_TABLE_VARIANTS == ALL_VARIANTS
+    assert tflite.ALL_VARIANTS is shape.ALL_VARIANTS is pipeline.PIPELINE_VARIANTS
+    assert tflite.DEFAULT_GRAPHS is shape.GRAPHS
+    assert shape.ALL_VARIANTS == shape.VARIANTS + tuple(shape.SHARED_TABLE_VARIANTS)
 
 
 def test_int16x8_converts_a_tied_model_loaded_from_its_run(tmp_path):

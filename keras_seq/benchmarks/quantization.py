@@ -223,8 +223,3 @@ def format_report(report: dict) -> str:
             f"{r['ksr_vs_float_points']:+.2f} | {r['step_us']:.1f}{spread} | "
             f"{r['keyboard_us']:.1f}{spread_k} |")
     return "\n".join(lines) + "\n"
-
-
-def print_report(report: dict, as_json: bool = False) -> None:
-    """The report as JSON, or as the Markdown table of :func:`format_report`."""
-    print(json.dumps(report, indent=2) if as_json else format_report(report), end="")

@@ -3,18 +3,16 @@ with ``--speed``, the training speed of that workload, keras-seq's layers vs Ker
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from keras_seq.commands._bench import BenchCommand, Group, Option
 from keras_seq.commands._common import (
     add_config_args,
-    add_json_arg,
     add_keyboard_args,
     comma_list,
     number,
-    print_json,
 )
-from keras_seq.commands.bench_cells import add_backend_args
+from keras_seq.commands.bench_cells import backend_options
 from keras_seq.errors import KerasSeqError
 from keras_seq.ranges import AT_LEAST_1, FRACTION, NGRAM_ORDER, NON_NEGATIVE, POSITIVE, SEED, SHARE
 from keras_seq.tasks.lm.config import LMConfig
@@ -24,90 +22,78 @@ LM_OPTIONS = ("variational_dropout", "embed_dropout", "weight_dropout", "lr_deca
               "state_reset_prob")
 
 
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "lm", help="RNN/GRU/LSTM LMs at equal parameter budget and wall time, vs Kneser-Ney")
-    p.add_argument("--out", default="runs/bench-lm", help="folder for the run directories")
-    p.add_argument("--data", default="tinyshakespeare",
-                   help="corpus: a registry name or a .txt file or folder")
-    p.add_argument("--split-ratio", default="90/10",
-                   help="train/val/test shares of the corpus (90/10: nanoGPT's)")
-    p.add_argument("--tokenizer", default="word", choices=("word", "char", "subword"),
-                   help="tokenizer of every model")
-    p.add_argument("--min-count", type=number(int, AT_LEAST_1), default=2,
-                   help="word vocabulary cut-off; 2 puts <unk> in training (1 leaves it unseen)")
-    p.add_argument("--cells", default="nplm,rnn,gru,lstm",
-                   type=comma_list(("nplm", "rnn", "gru", "lstm")),
-                   help="comma-separated: nplm (feed-forward), rnn, gru, lstm")
-    p.add_argument("--nplm-context", type=number(int, AT_LEAST_1),
-                   default=4, help="tokens the nplm row reads")
-    p.add_argument("--nplm-orders", default="",
-                   help="also sweep the NPLM order against KN's, e.g. 2,3,4,5,6,7,8")
-    p.add_argument("--minutes", type=number(float, POSITIVE),
-                   default=60.0, help="training budget per model")
-    p.add_argument("--budget", type=number(int, AT_LEAST_1), default=None,
-                   help="parameter budget (default: the LSTM with units = embed dim)")
-    p.add_argument("--embed-dim", type=number(int, AT_LEAST_1), default=256, help="embedding size")
-    p.add_argument("--num-layers", type=number(int, AT_LEAST_1),
-                   default=2, help="stacked recurrent layers")
-    p.add_argument("--dropout", type=number(float, FRACTION), default=0.5)
-    p.add_argument("--bptt", type=number(int, AT_LEAST_1), default=35, help="truncation length τ")
-    p.add_argument("--batch-size", type=number(int, AT_LEAST_1),
-                   default=20, help="token streams per batch")
-    p.add_argument("--lr", type=number(float, POSITIVE), default=2e-3, help="Adam learning rate")
-    p.add_argument("--tie-weights", action=argparse.BooleanOptionalAction, default=False,
-                   help="share the embedding with the output layer")
-    add_config_args(p, LMConfig, only=LM_OPTIONS[:-1])  # the AWD-LSTM and PTB-decay fields
-    p.add_argument("--state-reset-prob", type=number(float, SHARE), default=0.02,
-                   help="chance that a stream row's state is zeroed before a batch, so each "
-                        "model keeps meeting the zero state validation starts from "
-                        "(default 0.02; 0 turns it off)")
-    p.add_argument("--kn-order", type=number(int, NGRAM_ORDER),
-                   default=5, help="order of the Kneser-Ney baseline")
-    add_keyboard_args(p)
-    p.add_argument("--max-steps-per-epoch", type=number(int, AT_LEAST_1),
-                   default=None, help="for smoke tests")
-    p.add_argument("--seed", type=number(int, SEED), default=1234, help="seed of every model's run")
-    add_backend_args(p)
-    speed = p.add_argument_group(
-        "speed", "--speed: keras-seq's layers vs Keras's built-ins on this workload (same "
-        "models, data, backend, device, precision and XLA; no training runs, no KN)")
-    speed.add_argument("--speed", action=argparse.BooleanOptionalAction, default=False,
-                       help="measure training tokens/s of keras-seq vs the built-in for "
-                            "each of --cells (rnn, gru, lstm; all three unless --cells names some)")
-    speed.add_argument("--steps", type=number(int, AT_LEAST_1),
-                       default=20, help="timed train steps per run")
-    speed.add_argument("--repeats", type=number(int, AT_LEAST_1),
-                       default=5, help="runs (alternating turns)")
-    speed.add_argument("--warmup", type=number(int, NON_NEGATIVE),
-                       default=2, help="untimed steps per model")
-    speed.add_argument("--chunk", type=number(int, AT_LEAST_1), default=5, help="steps per turn")
-    speed.add_argument("--quick", action=argparse.BooleanOptionalAction, default=False,
-                       help="smoke test of --speed (implies it): 2 steps, 1 run, a tiny one-layer "
-                            "model")
-    scaling = p.add_argument_group(
-        "scaling", "--strategy: tokens/s of `train lm` on tf.distribute (TensorFlow)")
-    scaling.add_argument("--strategy", default=None, metavar="LIST",
-                         type=comma_list(("one", "mirrored", "multi-worker")),
-                         help="comma list of one, mirrored, multi-worker: time `train lm` "
-                              "on one device, 2 replicas, 1 and 2 localhost workers")
-    scaling.add_argument("--rounds", type=number(int, AT_LEAST_1), default=2,
-                         help="--strategy: alternated runs per setting (default 2)")
-    add_json_arg(p)
-    p.set_defaults(func=run_lm)
+def options() -> list:
+    return [
+        Option("--out", None, "runs/bench-lm", "folder for the run directories"),
+        Option("--data", None, "tinyshakespeare",
+               "corpus: a registry name or a .txt file or folder"),
+        Option("--split-ratio", None, "90/10",
+               "train/val/test shares of the corpus (90/10: nanoGPT's)"),
+        Option("--tokenizer", None, "word", "tokenizer of every model",
+               choices=("word", "char", "subword")),
+        Option("--min-count", number(int, AT_LEAST_1), 2,
+               "word vocabulary cut-off; 2 puts <unk> in training (1 leaves it unseen)"),
+        Option("--cells", comma_list(("nplm", "rnn", "gru", "lstm")), "nplm,rnn,gru,lstm",
+               "comma-separated: nplm (feed-forward), rnn, gru, lstm"),
+        Option("--nplm-context", number(int, AT_LEAST_1), 4, "tokens the nplm row reads"),
+        Option("--nplm-orders", None, "",
+               "also sweep the NPLM order against KN's, e.g. 2,3,4,5,6,7,8"),
+        Option("--minutes", number(float, POSITIVE), 60.0, "training budget per model"),
+        Option("--budget", number(int, AT_LEAST_1), None,
+               "parameter budget (default: the LSTM with units = embed dim)"),
+        Option("--embed-dim", number(int, AT_LEAST_1), 256, "embedding size"),
+        Option("--num-layers", number(int, AT_LEAST_1), 2, "stacked recurrent layers"),
+        Option("--dropout", number(float, FRACTION), 0.5),
+        Option("--bptt", number(int, AT_LEAST_1), 35, "truncation length τ"),
+        Option("--batch-size", number(int, AT_LEAST_1), 20, "token streams per batch"),
+        Option("--lr", number(float, POSITIVE), 2e-3, "Adam learning rate"),
+        Option("--tie-weights", None, False, "share the embedding with the output layer"),
+        # the AWD-LSTM and PTB-decay fields
+        lambda p: add_config_args(p, LMConfig, only=LM_OPTIONS[:-1]),
+        Option("--state-reset-prob", number(float, SHARE), 0.02,
+               "chance that a stream row's state is zeroed before a batch, so each model "
+               "keeps meeting the zero state validation starts from (default 0.02; 0 turns "
+               "it off)"),
+        Option("--kn-order", number(int, NGRAM_ORDER), 5, "order of the Kneser-Ney baseline"),
+        add_keyboard_args,
+        Option("--max-steps-per-epoch", number(int, AT_LEAST_1), None, "for smoke tests"),
+        Option("--seed", number(int, SEED), 1234, "seed of every model's run"),
+        *backend_options(),
+        Group("speed", "--speed: keras-seq's layers vs Keras's built-ins on this workload "
+              "(same models, data, backend, device, precision and XLA; no training runs, no "
+              "KN)",
+              Option("--speed", None, False,
+                     "measure training tokens/s of keras-seq vs the built-in for each of "
+                     "--cells (rnn, gru, lstm; all three unless --cells names some)"),
+              Option("--steps", number(int, AT_LEAST_1), 20, "timed train steps per run"),
+              Option("--repeats", number(int, AT_LEAST_1), 5, "runs (alternating turns)"),
+              Option("--warmup", number(int, NON_NEGATIVE), 2, "untimed steps per model"),
+              Option("--chunk", number(int, AT_LEAST_1), 5, "steps per turn")),
+        Group("scaling", "--strategy: tokens/s of `train lm` on tf.distribute (TensorFlow)",
+              Option("--strategy", comma_list(("one", "mirrored", "multi-worker")),
+                     metavar="LIST",
+                     help="comma list of one, mirrored, multi-worker: time `train lm` on one "
+                          "device, 2 replicas, 1 and 2 localhost workers"),
+              Option("--rounds", number(int, AT_LEAST_1), 2,
+                     "--strategy: alternated runs per setting (default 2)")),
+    ]
 
 
-def run_lm(args) -> int:
-    # lazy: keeps `keras-seq --help` fast (loads Keras)
-    from keras_seq.benchmarks.lm import format_bench, run_bench
+def check_keyboard(args) -> None:
+    if args.keyboard and args.tokenizer != "word" and not (
+            args.strategy or args.speed or args.quick):
+        raise KerasSeqError(f"--keyboard rates next words; --tokenizer {args.tokenizer} has "
+                            "none: use --tokenizer word or --no-keyboard")
 
+
+def run_lm(args):
     if args.strategy:
         return run_lm_scaling(args)
     if args.speed or args.quick:
         return run_lm_speed(args)
-    if args.keyboard and args.tokenizer != "word":
-        raise KerasSeqError(f"--keyboard rates next words; --tokenizer {args.tokenizer} has "
-                            "none: use --tokenizer word or --no-keyboard")
+    # lazy: keeps `keras-seq --help` fast (loads Keras)
+    from keras_seq.benchmarks.lm import format_bench, run_bench
+
     out = run_bench(
         args.out, data=args.data, split_ratio=args.split_ratio, tokenizer=args.tokenizer,
         min_count=args.min_count,
@@ -124,18 +110,11 @@ def run_lm(args) -> int:
         backend=args.backend, device=args.device, mixed_precision=args.mixed_precision,
         jit_compile=args.jit_compile,
     )
-    if args.json:
-        print_json(out)
-    else:
-        print(format_bench(out))
-    return 0
+    return out, format_bench
 
 
-def run_lm_speed(args) -> int:
+def run_lm_speed(args):
     # lazy: keeps `keras-seq --help` fast (loads Keras)
-    import contextlib
-    import sys
-
     from keras_seq.benchmarks.lm import SPEED_CELLS, format_speed, run_speed
 
     cells = tuple(c.strip() for c in args.cells.split(",") if c.strip())
@@ -149,22 +128,17 @@ def run_lm_speed(args) -> int:
         counts = dict(steps=2, repeats=1, warmup=1, chunk=1)
     options = {name: getattr(args, name) for name in LM_OPTIONS
                if name != "state_reset_prob" and getattr(args, name) is not None}
-    with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
-        out = run_speed(
-            data=args.data, split_ratio=args.split_ratio, tokenizer=args.tokenizer,
-            min_count=args.min_count, cells=cells, dropout=args.dropout, lr=args.lr,
-            tie_weights=args.tie_weights, backend=args.backend, device=args.device,
-            mixed_precision=args.mixed_precision, jit_compile=args.jit_compile,
-            **sizes, **counts, **options,
-        )
-    if args.json:
-        print_json(out)
-    else:
-        print(format_speed(out))
-    return 0
+    out = run_speed(
+        data=args.data, split_ratio=args.split_ratio, tokenizer=args.tokenizer,
+        min_count=args.min_count, cells=cells, dropout=args.dropout, lr=args.lr,
+        tie_weights=args.tie_weights, backend=args.backend, device=args.device,
+        mixed_precision=args.mixed_precision, jit_compile=args.jit_compile,
+        **sizes, **counts, **options,
+    )
+    return out, format_speed
 
 
-def run_lm_scaling(args) -> int:
+def run_lm_scaling(args):
     # lazy: keeps `keras-seq --help` fast (loads Keras)
     from keras_seq.benchmarks.scaling import format_scaling, run_scaling
 
@@ -180,8 +154,10 @@ def run_lm_scaling(args) -> int:
                   "--max-steps-per-epoch", str(args.max_steps_per_epoch or 100)]
     out = run_scaling(strategies, train_args, rounds=args.rounds,
                       progress=lambda line: print(line, file=sys.stderr))
-    if args.json:
-        print_json(out)
-    else:
-        print(format_scaling(out))
-    return 0
+    return out, format_scaling
+
+
+register = BenchCommand(
+    "lm", "RNN/GRU/LSTM LMs at equal parameter budget and wall time, vs Kneser-Ney", run_lm,
+    options, check=check_keyboard,
+    quick="smoke test of --speed (implies it): 2 steps, 1 run, a tiny one-layer model").register

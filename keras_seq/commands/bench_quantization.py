@@ -3,39 +3,36 @@ training (QAT) of one float run: size, perplexity, keyboard metrics and per-toke
 
 from __future__ import annotations
 
-from keras_seq.commands._common import add_json_arg, check_run_arg, number
+from keras_seq.commands._bench import BenchCommand, Option
+from keras_seq.commands._common import check_run_arg, number
 from keras_seq.ranges import AT_LEAST_1, POSITIVE
 
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "quantization", help="PTQ vs QAT of one float lm run: each variant's size, val PPL, "
-        "top-1 and keystroke savings, µs per token (fine-tunes the QAT runs first)")
-    p.add_argument("--run-dir", required=True, help="the float `keras-seq train lm` run")
-    p.add_argument("--out", required=True,
-                   help="folder for the QAT runs, the exports and quantization.json / .md")
-    p.add_argument("--qat", nargs="+", default=["int8", "int4"], choices=("int8", "int4"),
-                   help="QAT fine-tunes: int8 (weights and activations), int4 (weights)")
-    p.add_argument("--qat-epochs", type=number(int, AT_LEAST_1), default=1,
-                   help="epochs of each QAT fine-tune")
-    p.add_argument("--qat-lr", type=number(float, POSITIVE), default=5e-4,
-                   help="learning rate of the QAT fine-tunes")
-    p.add_argument("--tokens", type=number(int, AT_LEAST_1), default=1000,
-                   help="timed tokens per round")
-    p.add_argument("--rounds", type=number(int, AT_LEAST_1), default=3,
-                   help="rounds, models alternated")
-    add_json_arg(p)
-    p.set_defaults(func=run_quantization)
+OPTIONS = (
+    Option("--run-dir", required=True, help="the float `keras-seq train lm` run"),
+    Option("--out", required=True,
+           help="folder for the QAT runs, the exports and quantization.json / .md"),
+    Option("--qat", None, ["int8", "int4"],
+           "QAT fine-tunes: int8 (weights and activations), int4 (weights)", nargs="+",
+           choices=("int8", "int4")),
+    Option("--qat-epochs", number(int, AT_LEAST_1), 1, "epochs of each QAT fine-tune"),
+    Option("--qat-lr", number(float, POSITIVE), 5e-4, "learning rate of the QAT fine-tunes"),
+    Option("--tokens", number(int, AT_LEAST_1), 1000, "timed tokens per round"),
+    Option("--rounds", number(int, AT_LEAST_1), 3, "rounds, models alternated"),
+)
 
 
-def run_quantization(args) -> int:
-    check_run_arg(args.run_dir, "lm")
+def run_quantization(args):
     # lazy: keeps `keras-seq --help` fast
-    from keras_seq.benchmarks.quantization import print_report, run_quantization_benchmark
+    from keras_seq.benchmarks.quantization import format_report, run_quantization_benchmark
 
     report = run_quantization_benchmark(
         args.run_dir, args.out, modes=tuple(args.qat), epochs=args.qat_epochs, lr=args.qat_lr,
         tokens=args.tokens, rounds=args.rounds,
         printer=lambda *a: None if args.json else print(*a, flush=True))
-    print_report(report, args.json)
-    return 0
+    return report, format_report
+
+
+register = BenchCommand(
+    "quantization", "PTQ vs QAT of one float lm run: each variant's size, val PPL, top-1 and "
+    "keystroke savings, µs per token (fine-tunes the QAT runs first)", run_quantization,
+    OPTIONS, check=lambda args: check_run_arg(args.run_dir, "lm")).register

@@ -4,14 +4,8 @@ without its condition)."""
 
 from __future__ import annotations
 
-import argparse
-
-from keras_seq.commands._common import (
-    add_json_arg,
-    comma_list,
-    number,
-    print_json,
-)
+from keras_seq.commands._bench import BenchCommand, Option
+from keras_seq.commands._common import comma_list, number
 from keras_seq.ranges import AT_LEAST_1, POSITIVE, SEED
 
 
@@ -19,67 +13,52 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x.strip())
 
 
-SEEDS = comma_list(kind=number(int, SEED))  # "1,2,3", each a valid --seed
+SEEDS = Option("--seeds", comma_list(kind=number(int, SEED)), "1,2,3",  # each a valid --seed
+               "comma-separated seeds, one run each")
 
 
-def register(subparsers) -> None:
+def classify_options() -> list[Option]:
     # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.task_shapes import CLASSIFIERS
 
-    p = subparsers.add_parser("classify", help="seed 004's table: LSTM 128/512, BiLSTM and "
-                              "attention pooling on reviews-negation, accuracy per distance")
-    p.add_argument("--out", default="runs/bench-classify", help="folder for the run directories")
-    p.add_argument("--models", default=",".join(CLASSIFIERS), type=comma_list(tuple(CLASSIFIERS)),
-                   help=f"comma-separated, from {', '.join(CLASSIFIERS)}")
-    p.add_argument("--seeds", default="1,2,3", type=SEEDS,
-                   help="comma-separated seeds, one run each")
-    p.add_argument("--minutes", type=number(float, POSITIVE),
-                   default=3.0, help="training budget per run")
-    p.add_argument("--epochs", type=number(int, AT_LEAST_1), default=20, help="epochs per run")
-    p.add_argument("--hard", action=argparse.BooleanOptionalAction, default=False,
-                   help="the variant word counts cannot solve")
-    p.add_argument("--train-size", type=number(int, AT_LEAST_1), default=None,
-                   help="training reviews (default: the task's 4000)")
-    p.add_argument("--length", type=number(int, AT_LEAST_1),
-                   default=None, help="words per review (80)")
-    add_json_arg(p)
-    p.set_defaults(func=run_classify)
-
-    p = subparsers.add_parser("tag", help="uni- vs bidirectional LSTM taggers at equal "
-                              "parameters on restore-punct")
-    p.add_argument("--out", default="runs/bench-tag", help="folder for the run directories")
-    p.add_argument("--units", type=number(int, AT_LEAST_1),
-                   default=64, help="units per direction of the BiLSTM")
-    p.add_argument("--seeds", default="1,2,3", type=SEEDS,
-                   help="comma-separated seeds, one run each")
-    p.add_argument("--minutes", type=number(float, POSITIVE),
-                   default=3.0, help="training budget per run")
-    p.add_argument("--epochs", type=number(int, AT_LEAST_1), default=30, help="epochs per run")
-    p.add_argument("--data", default="restore-punct",
-                   help="the tagging data (restore-punct[:CORPUS], conll:PATH, conllu:PATH)")
-    add_json_arg(p)
-    p.set_defaults(func=run_tag)
-
-    p = subparsers.add_parser("conditioned", help="the same LM with and without its condition "
-                              "(python-docs-topics): PPL over seeds")
-    p.add_argument("--out", default="runs/bench-conditioned", help="folder for the run directories")
-    p.add_argument("--seeds", default="1,2,3", type=SEEDS,
-                   help="comma-separated seeds, one run each")
-    p.add_argument("--minutes", type=number(float, POSITIVE),
-                   default=None, help="optional cap per run")
-    p.add_argument("--epochs", type=number(int, AT_LEAST_1),
-                   default=8, help="epochs per run (equal for both)")
-    p.add_argument("--data", default="python-docs-topics",
-                   help="python-docs-topics | shapes | tsv:PATH")
-    p.add_argument("--grouping", default="groups", choices=("topics", "groups"),
-                   help="python-docs-topics: 30 topics or 10 groups")
-    p.add_argument("--mode", default="both", choices=("init", "input", "both"),
-                   help="where the condition enters the model")
-    add_json_arg(p)
-    p.set_defaults(func=run_conditioned)
+    return [
+        Option("--out", None, "runs/bench-classify", "folder for the run directories"),
+        Option("--models", comma_list(tuple(CLASSIFIERS)), ",".join(CLASSIFIERS),
+               f"comma-separated, from {', '.join(CLASSIFIERS)}"),
+        SEEDS,
+        Option("--minutes", number(float, POSITIVE), 3.0, "training budget per run"),
+        Option("--epochs", number(int, AT_LEAST_1), 20, "epochs per run"),
+        Option("--hard", None, False, "the variant word counts cannot solve"),
+        Option("--train-size", number(int, AT_LEAST_1), None,
+               "training reviews (default: the task's 4000)"),
+        Option("--length", number(int, AT_LEAST_1), None, "words per review (80)"),
+    ]
 
 
-def run_classify(args) -> int:
+TAG_OPTIONS = (
+    Option("--out", None, "runs/bench-tag", "folder for the run directories"),
+    Option("--units", number(int, AT_LEAST_1), 64, "units per direction of the BiLSTM"),
+    SEEDS,
+    Option("--minutes", number(float, POSITIVE), 3.0, "training budget per run"),
+    Option("--epochs", number(int, AT_LEAST_1), 30, "epochs per run"),
+    Option("--data", None, "restore-punct",
+           "the tagging data (restore-punct[:CORPUS], conll:PATH, conllu:PATH)"),
+)
+
+CONDITIONED_OPTIONS = (
+    Option("--out", None, "runs/bench-conditioned", "folder for the run directories"),
+    SEEDS,
+    Option("--minutes", number(float, POSITIVE), None, "optional cap per run"),
+    Option("--epochs", number(int, AT_LEAST_1), 8, "epochs per run (equal for both)"),
+    Option("--data", None, "python-docs-topics", "python-docs-topics | shapes | tsv:PATH"),
+    Option("--grouping", None, "groups", "python-docs-topics: 30 topics or 10 groups",
+           choices=("topics", "groups")),
+    Option("--mode", None, "both", "where the condition enters the model",
+           choices=("init", "input", "both")),
+)
+
+
+def run_classify(args):
     # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.task_shapes import bench_classify, format_classify
 
@@ -88,26 +67,37 @@ def run_classify(args) -> int:
     out = bench_classify(args.out, models=tuple(m for m in args.models.split(",") if m),
                          seeds=_ints(args.seeds), minutes=args.minutes, epochs=args.epochs,
                          hard=args.hard, **extra)
-    print_json(out) if args.json else print(format_classify(out))
-    return 0
+    return out, format_classify
 
 
-def run_tag(args) -> int:
+def run_tag(args):
     # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.task_shapes import bench_tag, format_tag
 
-    out = bench_tag(args.out, units_bi=args.units, seeds=_ints(args.seeds),
-                    minutes=args.minutes, epochs=args.epochs, data=args.data)
-    print_json(out) if args.json else print(format_tag(out))
-    return 0
+    return bench_tag(args.out, units_bi=args.units, seeds=_ints(args.seeds),
+                     minutes=args.minutes, epochs=args.epochs, data=args.data), format_tag
 
 
-def run_conditioned(args) -> int:
+def run_conditioned(args):
     # lazy: keeps `keras-seq --help` fast
     from keras_seq.benchmarks.task_shapes import bench_conditioned, format_conditioned
 
     out = bench_conditioned(args.out, seeds=_ints(args.seeds), minutes=args.minutes,
                             epochs=args.epochs, data=args.data, grouping=args.grouping,
                             mode=args.mode)
-    print_json(out) if args.json else print(format_conditioned(out))
-    return 0
+    return out, format_conditioned
+
+
+COMMANDS = (
+    BenchCommand("classify", "seed 004's table: LSTM 128/512, BiLSTM and attention pooling on "
+                 "reviews-negation, accuracy per distance", run_classify, classify_options),
+    BenchCommand("tag", "uni- vs bidirectional LSTM taggers at equal parameters on "
+                 "restore-punct", run_tag, TAG_OPTIONS),
+    BenchCommand("conditioned", "the same LM with and without its condition "
+                 "(python-docs-topics): PPL over seeds", run_conditioned, CONDITIONED_OPTIONS),
+)
+
+
+def register(subparsers) -> None:
+    for command in COMMANDS:
+        command.register(subparsers)

@@ -121,10 +121,9 @@ def _progress(total: int, desc: str):
 
 def run_train(args) -> int:
     # lazy: keeps `keras-seq --help` fast
-    from keras_seq.ngram.counts import check_order
     from keras_seq.ngram.external import parse_memory
 
-    order = check_order(args.order)
+    order = args.order
     check_tokenizer_options("word", max_vocab=args.max_vocab, min_count=args.min_count)
     memory = 0 if str(args.memory).strip() == "0" else parse_memory(args.memory)
     start = time.perf_counter()
@@ -308,10 +307,8 @@ def run_eval(args) -> int:
 def run_sparsity(args) -> int:
     # lazy: keeps `keras-seq --help` fast
     from keras_seq.ngram import sparsity
-    from keras_seq.ngram.counts import check_order
     from keras_seq.ngram.data import load_tokenized
 
-    check_order(args.max_order)
     check_tokenizer_options("word", max_vocab=args.max_vocab, min_count=args.min_count)
     data = load_tokenized(args.data, tokenizer=args.tokenizer, max_vocab=args.max_vocab,
                           min_count=args.min_count, split=args.split_ratio,
@@ -340,8 +337,6 @@ def run_generate(args) -> int:
     # lazy: keeps `keras-seq --help` fast
     from keras_seq.ngram.arpa import read_arpa
 
-    if args.max_tokens < 1:
-        raise ValueError(f"--max-tokens must be at least 1, got {args.max_tokens}")
     model = read_arpa(args.model)
     for line in model.sample(args.max_tokens, args.seed, args.prompt.split() or None):
         print(" ".join(line))

@@ -60,10 +60,10 @@ from keras_seq.runtime.metadata import write_metadata
 from keras_seq.tables import print_json
 from keras_seq.tasks import Labels
 from keras_seq.tasks.classify.data import task_data
+from keras_seq.tasks.classify.shape import STEP_VARIANTS
 from keras_seq.tasks.classify.task import encode_texts
 
 FORMAT = "keras-seq-saved-model"
-STEP_VARIANTS = ("float32", "float16", "dynamic")
 STEP_PREFIX = "classifier_step"
 _TEXT = [tf.TensorSpec([None], tf.string, name="inputs")]
 

@@ -68,13 +68,12 @@ from keras_seq.runtime.metadata import write_metadata
 from keras_seq.tables import print_json
 from keras_seq.tasks.lm.data import corpus_for
 from keras_seq.tasks.lm.evaluation import evaluate_stream, load_run
+from keras_seq.tasks.lm.shape import ALL_VARIANTS, SHARED_TABLE_VARIANTS, VARIANTS
+from keras_seq.tasks.lm.shape import GRAPHS as DEFAULT_GRAPHS
 
-VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
-# Step-model variants quantized by ai-edge-quantizer (pinned in requirements.txt) with the
-# embedding table shared with a tied output layer: bits of weight per variant.
-SHARED_TABLE_VARIANTS = {"int4": 4, "dynamic_shared": 8}
-ALL_VARIANTS = VARIANTS + tuple(SHARED_TABLE_VARIANTS)
-DEFAULT_GRAPHS = ("step", "step_fused", "sequence", "sequence_fused")
+# The variants and graphs come from keras_seq.tasks.lm.shape's table (SHARED_TABLE_VARIANTS:
+# step models quantized by ai-edge-quantizer, pinned in requirements.txt, with the embedding
+# table shared with a tied output layer; bits of weight per variant).
 
 
 # ----------------------------------------------------------------------------------------
@@ -116,7 +115,7 @@ def _converter(saved_dir, signature: str, variant: str, representative=None,
         conv.target_spec.supported_types = [tf.float16]
     elif variant == "dynamic":
         pass
-    elif variant in ("int8", "int16x8"):
+    elif variant in INTEGER_VARIANTS:
         if learned_ranges:  # full-integer QAT: the graph's FakeQuant ops carry the ranges
             if variant != "int8":
                 raise KerasSeqError(f"a model trained with qat='int8' exports int8, not "
@@ -615,7 +614,7 @@ def _export_variant(saved: Path, out_dir: Path, lm_graphs: LMGraphs, graph: str,
     t0 = time.perf_counter()
     rep = None
     learned = lm_graphs.stack.qat == "int8" and variant == "int8"  # ranges in the graph
-    if variant in ("int8", "int16x8") and not learned:
+    if variant in INTEGER_VARIANTS and not learned:
         calib_ids, calib_tokens = calib
         rep = representative_data(lm_graphs, calib_ids, graph, ginfo, calib_tokens)
     name = f"{graph}_{variant}"

@@ -134,8 +134,6 @@ def eval_lines(result: dict) -> list[str]:
 def predict(args) -> int:
     """``keras-seq predict`` on a classify run: the ``--top`` labels of each text with
     their scores (``--json``: one row per text)."""
-    if args.top < 1:
-        raise KerasSeqError(f"--top must be ≥ 1, got {args.top}")
     texts = texts_or_stdin(args.text, "nothing to predict; pass texts as arguments or on "
                                       "stdin")
     config, tokenizer, labels, model = load_run(args.run_dir)

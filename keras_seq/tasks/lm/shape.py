@@ -13,9 +13,13 @@ from keras_seq.tasks.lm.config import PRESETS, LMConfig, preset
 from keras_seq.tasks.protocol import Command, TaskShape
 from keras_seq.tasks.use import GENERATE
 
-VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")
-# step graphs only: 4- and 8-bit weights with the tied table stored once (ai-edge-quantizer)
-SHARED_TABLE_VARIANTS = ("int4", "dynamic_shared")
+# The TFLite export targets, listed once: `export tflite`'s flags, keras_seq.export.tflite
+# and the pipeline read them here (this module loads no TensorFlow).
+VARIANTS = ("float32", "float16", "dynamic", "int8", "int16x8")  # converter's, every graph
+# step graphs only: 4- and 8-bit weights with the tied table stored once (ai-edge-quantizer
+# from the float32 model): bits of weight per variant
+SHARED_TABLE_VARIANTS = {"int4": 4, "dynamic_shared": 8}
+ALL_VARIANTS = VARIANTS + tuple(SHARED_TABLE_VARIANTS)
 GRAPHS = ("step", "step_fused", "sequence", "sequence_fused")
 
 
@@ -78,7 +82,7 @@ def add_tflite_args(p) -> None:
                           "calibration and the parity checks")
     p.add_argument("--out", required=True, help="folder for the .tflite files")
     p.add_argument("--variants", nargs="+", default=list(VARIANTS),
-                   choices=VARIANTS + SHARED_TABLE_VARIANTS,
+                   choices=ALL_VARIANTS,
                    help="TFLite weight/activation types written (int4 and dynamic_shared: "
                    "step graphs, the tied table stored once)")
     p.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=GRAPHS,
