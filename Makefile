@@ -15,7 +15,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 TORCH_CPU = torch==$$(grep -o '^torch==[0-9.]*' constraints.txt | cut -d= -f3)+cpu
 
 .PHONY: prereqs venv web-deps test test-slow test-all demo package-check lock reliability \
-    reliability-quick lint clean
+    reliability-quick lint clean lmplz
 
 prereqs:
 	@bash scripts/prereqs.sh $(PYTHON)
@@ -81,7 +81,13 @@ PYTEST := $(BIN)/python -m pytest -q -n auto --dist worksteal --durations=15
 # The tests compile hundreds of tiny XLA programs (every JAX test, the JAX runs the TF
 # tests start, TF's jit_compile ones) and run each a few times: XLA's LLVM back end at -O0
 # compiles them faster (JAX's train/save/load and adaptive-softmax fit tests: 104 s → 64 s).
+# TensorFlow's ops run on one thread each (TF_NUM_INTRAOP_THREADS=1): two pytest workers and
+# the backend phases already fill the two cores, and a thread pool per op only contends with
+# them (a 75-test TensorFlow subset, 2 workers, AMD EPYC, load < 2.5 at the start: 74.2 and
+# 75.2 s against 76.0 and 81.6 s with TensorFlow's default pool, alternated; 70 vs 96 s
+# with other work beside it).
 TEST_ENV = XLA_FLAGS="--xla_backend_optimization_level=0 $${XLA_FLAGS:-}" \
+    TF_NUM_INTRAOP_THREADS=$${TF_NUM_INTRAOP_THREADS:-1} \
     KERAS_SEQ_DATA_DIR=$${KERAS_SEQ_DATA_DIR:-$(DATA_DIR)}
 
 # The fast tier: every check, each heavy one in a fast version (the `slow` marker).
@@ -142,6 +148,37 @@ reliability-quick: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+
+# KenLM's lmplz, the peer `keras-seq bench ngram --lmplz` and `bench scaling --lmplz` time
+# against (docs/language-models.md, docs/scaling.md), built from the kenlm sdist at
+# constraints.txt's version into build/kenlm/bin/lmplz (pip downloads the sdist: the one
+# network step). Needs a C++ compiler, cmake and Boost's headers; it says which Debian
+# packages to install when one is missing. Not part of make test (the parity tests use
+# kenlm's Python module). 33 s on 2 AMD EPYC cores once the Debian packages are in.
+LMPLZ := build/kenlm/bin/lmplz
+KENLM_PIN = $$(grep -o '^kenlm==[^ \#]*' constraints.txt)
+LMPLZ_APT := cmake g++ libboost-program-options-dev libboost-system-dev libboost-thread-dev \
+    libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev
+lmplz: $(LMPLZ)
+
+$(LMPLZ): constraints.txt
+	@missing=; for tool in cmake "$${CXX:-c++}"; do \
+	    command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	if command -v dpkg >/dev/null 2>&1; then for pkg in $(LMPLZ_APT); do \
+	    dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; fi; \
+	if [ -n "$$missing" ]; then echo "lmplz: missing$$missing"; \
+	    echo "lmplz: on Debian/Ubuntu: sudo apt-get install $(LMPLZ_APT)"; exit 1; fi
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	rm -rf build/kenlm && mkdir -p build/kenlm/bin
+	$(BIN)/python -m pip download --quiet --no-deps --no-binary :all: --no-build-isolation \
+	    -d build/kenlm "$(KENLM_PIN)" || $(BIN)/python -m pip download --quiet --no-deps \
+	    --no-binary :all: -d build/kenlm "$(KENLM_PIN)"
+	tar xzf build/kenlm/kenlm-*.tar.gz -C build/kenlm
+	cmake -S build/kenlm/kenlm-* -B build/kenlm/cmake -DCMAKE_BUILD_TYPE=Release \
+	    -DCOMPILE_TESTS=OFF -DENABLE_PYTHON=OFF
+	cmake --build build/kenlm/cmake --target lmplz -j $$(nproc 2>/dev/null || echo 2)
+	cp build/kenlm/cmake/bin/lmplz $(LMPLZ)
+	$(LMPLZ) --help 2>&1 | head -n 1
 
 clean:
 	rm -rf $(VENV) $(WEB_DIR)/node_modules build *.egg-info .pytest_cache .ruff_cache

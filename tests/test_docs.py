@@ -12,137 +12,19 @@ import contextlib
 import io
 import json
 import re
-import shlex
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from keras_seq.cli import build_parser
-
-ROOT = Path(__file__).resolve().parent.parent
-DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-
-# Fenced blocks in these languages hold shell commands ("" = no language given).
-SHELL_LANGUAGES = {"", "sh", "bash", "shell", "console"}
-# Tokens that end one command of a shell line and start the next.
-SEPARATORS = {"|", "||", "&&", ";", "&"}
-ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-# "<RUN>" in a doc is a placeholder, not a redirection: it parses as the word RUN.
-PLACEHOLDER = re.compile(r"<([A-Za-z][\w.-]*)>")
-REDIRECTIONS = {">", ">>", "<", ">&", "&>", "<<<"}
-# "keras-seq train lm ... --jit-compile": "..." stands for the flags shown before.
-ELLIPSIS = {"...", "…"}
-
-
-@dataclass(frozen=True)
-class DocCommand:
-    """One ``keras-seq`` command found in a doc: where it is and its argv (after the
-    program name)."""
-
-    path: Path
-    line: int
-    text: str
-    argv: tuple[str, ...]
-
-    @property
-    def where(self) -> str:
-        return f"{self.path.relative_to(ROOT) if self.path.is_absolute() else self.path}" \
-               f":{self.line}"
-
-
-def shell_blocks(markdown: str):
-    """Yield (first line number, lines) of each fenced code block in a shell language."""
-    lines = markdown.splitlines()
-    i = 0
-    while i < len(lines):
-        fence = re.match(r"^\s*(```+|~~~+)\s*([\w+-]*)", lines[i])
-        if not fence:
-            i += 1
-            continue
-        marker, language = fence.group(1), fence.group(2).lower()
-        start, i = i + 2, i + 1  # start: the 1-based number of the block's first line
-        body = []
-        while i < len(lines) and not lines[i].strip().startswith(marker):
-            body.append(lines[i])
-            i += 1
-        i += 1
-        if language in SHELL_LANGUAGES:
-            yield start, body
-
-
-def logical_lines(start: int, body: list[str]):
-    """Join ``\\``-continued lines; yield (line number of the first piece, text) with a
-    leading ``$ `` prompt removed."""
-    pending, first = "", start
-    for number, raw in enumerate(body, start):
-        if not pending:
-            first = number
-        line = raw.rstrip()
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        text = (pending + line).strip()
-        pending = ""
-        if text.startswith("$ "):
-            text = text[2:]
-        if text:
-            yield first, text
-    if pending.strip():
-        yield first, pending.strip()
-
-
-def split_commands(text: str) -> list[list[str]]:
-    """Shell words of each command on a line (split at pipes, ``&&``, ``;``); ``#``
-    comments dropped. A line that is not valid shell (an unclosed quote in output shown
-    as a block) yields nothing."""
-    text = PLACEHOLDER.sub(r"\1", text)
-    text = re.sub(r"(?<!\S)\d(?=>)", "", text)  # "2>err.txt": the fd is not an argument
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = "#"
-    try:
-        words = list(lexer)
-    except ValueError:
-        return []
-    commands, current = [], []
-    words = iter(words)
-    for word in words:
-        if word in REDIRECTIONS:
-            next(words, None)  # the file (or &1) it redirects to
-        elif word in SEPARATORS:
-            commands.append(current)
-            current = []
-        else:
-            current.append(word)
-    commands.append(current)
-    return [command for command in commands if command]
-
-
-def keras_seq_argv(words: list[str]) -> tuple[str, ...] | None:
-    """The arguments after ``keras-seq`` (env-var prefixes skipped, ``.venv/bin/keras-seq``
-    accepted), or None when the command is something else."""
-    while words and ENV_ASSIGNMENT.match(words[0]):
-        words = words[1:]
-    if not words or Path(words[0]).name != "keras-seq":
-        return None
-    return tuple(word for word in words[1:] if word not in ELLIPSIS)
-
-
-def doc_commands(path: Path, markdown: str | None = None) -> list[DocCommand]:
-    """Every ``keras-seq`` command in the shell code blocks of one markdown file."""
-    markdown = path.read_text(encoding="utf-8") if markdown is None else markdown
-    found = []
-    for start, body in shell_blocks(markdown):
-        for line, text in logical_lines(start, body):
-            for words in split_commands(text):
-                argv = keras_seq_argv(words)
-                if argv is not None:
-                    found.append(DocCommand(path, line, text, argv))
-    return found
-
+from tests.fixtures.doc_pages import (
+    DOC_FILES,
+    ROOT,
+    DocCommand,
+    doc_commands,
+)
 
 _PARSER = None
 

@@ -350,3 +350,42 @@ def test_the_docs_give_the_defaults_the_code_has():
                    f"{pipeline.AFTER_TRAINING_S_PER_POSITION * 1000:g} ms per validation and "
                    "test position"):
         assert phrase in page, f"docs/export-and-on-device.md does not say {phrase!r}"
+
+
+def test_the_pages_give_the_cli_defaults_and_the_shipped_model_the_code_has():
+    """What the pages say the pipeline does today agrees with the CLI's own defaults (the
+    flags a user types), with the recorded runs (the shipped model: chosen at run time, so
+    docs/results.json is its record) and with the keyboard metrics' strip size."""
+    from pathlib import Path
+
+    from keras_seq.cli import build_parser
+
+    root = Path(__file__).resolve().parents[1]
+    readme = " ".join((root / "README.md").read_text().split())
+    page = " ".join((root / "docs" / "export-and-on-device.md").read_text().split())
+    keyboard = " ".join((root / "docs" / "keyboard.md").read_text().split())
+    parser = build_parser()
+    cli = parser.parse_args(["pipeline", "--out", "OUT"])
+    assert (cli.epochs, cli.minutes) == (pipeline.DEMO_EPOCHS, pipeline.DEFAULT_MINUTES), \
+        "keras-seq pipeline's --epochs/--minutes defaults differ from the pipeline's"
+    lm = pipeline.LM_DEFAULTS
+    for phrase in (f"`LM_DEFAULTS`: a {lm['cell'].upper()} of {lm['units']} units tied to its "
+                   "embedding",
+                   f"`DEMO_EPOCHS` {pipeline.DEMO_EPOCHS} with the last `DECAY_EPOCHS` "
+                   f"{pipeline.DECAY_EPOCHS} at a falling rate",
+                   f"`DEFAULT_MINUTES` {pipeline.DEFAULT_MINUTES:g} for the whole job",
+                   f"(the default: {lm['cell'].upper()} {lm['units']}, "
+                   f"{pipeline.DEMO_EPOCHS} epochs)"):
+        assert phrase in page, f"docs/export-and-on-device.md does not say {phrase!r}"
+    runs = json.loads((root / "docs" / "results.json").read_text())["main_job"]["runs"]
+    shipped = {run["shipped"]["name"] for run in runs}
+    assert len(shipped) == 1, f"the recorded runs shipped different models: {shipped}"
+    variant = shipped.pop().removeprefix("step_")
+    bits = {"int4": "4 bits", "dynamic_shared": "8 bits", "dynamic": "8 bits"}.get(variant)
+    assert bits and f"shipped in {bits}" in readme, \
+        f"README.md does not say the recorded runs' shipped model ({variant}) is in {bits}"
+    assert f"`{variant}` on tinyshakespeare" in page, \
+        f"docs/export-and-on-device.md does not name the shipped variant {variant!r}"
+    strip = parser.parse_args(["eval", "lm", "--run-dir", "RUN"]).suggestions
+    assert parser.parse_args(["compare", "--runs", "RUN"]).suggestions == strip
+    assert f"`--suggestions K` sets the strip's size (default {strip})" in keyboard
