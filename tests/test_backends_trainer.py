@@ -91,6 +91,9 @@ def corpus(tmp_path_factory):
     return str(path)
 
 
+# The JAX runs (five trainings in one subprocess, ~25 s) are in the slow tier; the fast
+# tier trains, resumes and evaluates on a non-TensorFlow backend with the torch runs below,
+# and tests/backends runs every model under JAX.
 @pytest.fixture(scope="module")
 def jax_runs(tmp_path_factory, corpus):
     """LM: 2 epochs straight (``lm``), and 1 epoch then ``--resume`` to 2 (``lm_resumed``);
@@ -111,6 +114,7 @@ def jax_runs(tmp_path_factory, corpus):
     return root, out
 
 
+@pytest.mark.slow  # the JAX runs: see jax_runs
 def test_jax_lm_run_records_backend_metrics_and_checkpoints(jax_runs):
     root, out = jax_runs
     run = root / "lm"
@@ -130,6 +134,7 @@ def test_jax_lm_run_records_backend_metrics_and_checkpoints(jax_runs):
     assert "backend      jax (mixed precision off, jit_compile True)" in out
 
 
+@pytest.mark.slow  # the JAX runs: see jax_runs
 def test_jax_lm_resume_is_exact_and_checkpoints_load_under_tensorflow(jax_runs):
     root, _ = jax_runs
     straight, resumed = (root / "lm" / "metrics.csv"), (root / "lm_resumed" / "metrics.csv")
@@ -142,6 +147,7 @@ def test_jax_lm_resume_is_exact_and_checkpoints_load_under_tensorflow(jax_runs):
         np.testing.assert_allclose(wa, wb, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow  # the JAX runs: see jax_runs
 def test_jax_run_resumes_under_tensorflow(jax_runs, tmp_path, capsys):
     root, _ = jax_runs
     run = tmp_path / "lm"
@@ -158,6 +164,7 @@ def test_jax_run_resumes_under_tensorflow(jax_runs, tmp_path, capsys):
     assert len(csv_rows(run / "metrics.csv")) == 3
 
 
+@pytest.mark.slow  # the JAX runs: see jax_runs
 def test_jax_seq2seq_trains_resumes_and_evaluates(jax_runs):
     root, _ = jax_runs
     run = root / "s2s"

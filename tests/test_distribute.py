@@ -75,6 +75,7 @@ def workers(tmp_path_factory):
     return [json.loads((folder / f"w{i}.json").read_text()) for i in range(2)]
 
 
+@pytest.mark.slow  # two worker processes; fast tier: the in-process two-replica tests
 def test_two_workers_give_the_single_process_losses_and_weights(runs, workers):
     one = runs["one"]
     for worker in workers:
@@ -84,6 +85,7 @@ def test_two_workers_give_the_single_process_losses_and_weights(runs, workers):
             np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.slow  # two worker processes; fast tier: the in-process two-replica tests
 def test_workers_read_every_row_once_and_keep_their_state(runs, workers):
     read = {int(rid): span for w in workers for rid, span in w["rows_read"].items()}
     assert sorted(read) == [0, 1]
@@ -124,6 +126,7 @@ def test_fit_on_two_replicas_equals_one_device(runs, clipped):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.slow  # two worker processes; fast tier: the in-process two-replica tests
 def test_fit_on_two_workers_equals_one_device(runs, workers):
     """model.fit under MultiWorkerMirroredStrategy (with distribute.fit_workarounds for
     keras-team/keras#20585) gives the single-process run."""
