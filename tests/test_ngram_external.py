@@ -85,6 +85,31 @@ def test_chunks_may_split_sentences_anywhere():
     assert outs[0] == outs[1] == ref.getvalue()
 
 
+def test_the_token_writer_works_in_blocks_of_bounded_size(tmp_path):
+    """A whole chunk of a prepared corpus (4 M ids) is written a block at a time: the same
+    files as one pass over it, and numpy's temporaries stay near the block's size, not the
+    chunk's (one pass over 2 M tokens: ~150 MB; blocks of 256 k: under 40 MB)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(3, 50, size=2_000_000).astype(np.int32)
+    ids[rng.random(ids.size) < 0.1] = EOS
+    files = {}
+    for block in (2_000_000, 1 << 18):
+        writer = external._TokenWriter(tmp_path / f"ids{block}", tmp_path / f"pos{block}", 50,
+                                       block=block)
+        tracemalloc.start()
+        writer.add(ids)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        writer.close()
+        files[block] = ((tmp_path / f"ids{block}").read_bytes(),
+                        (tmp_path / f"pos{block}").read_bytes(), writer.unigrams.tolist())
+        if block < ids.size:
+            assert peak < 40e6, f"{peak / 1e6:.0f} MB of temporaries for blocks of {block:,}"
+    assert files[2_000_000] == files[1 << 18]
+
+
 def test_a_last_sentence_without_eos_and_empty_sentences():
     vocab = Vocabulary(["a", "b"])
     lines = [["a", "b"], ["b", "a", "a"]]
@@ -147,10 +172,31 @@ def test_cli_memory_flag_gives_the_in_memory_arpa(shakespeare_part, tmp_path, ca
                      str(paths[memory])]) == 0
     assert paths["0"].read_bytes() == paths["64K"].read_bytes()
     assert not _leftovers(tmp_path)
+    spill = tmp_path / "not" / "yet"  # a --temp-dir that is not there yet is made
+    assert main(["ngram", "train", "--data", shakespeare_part, "--order", "3", "--memory",
+                 "64K", "--temp-dir", str(spill), "--out", str(tmp_path / "s.arpa")]) == 0
+    assert (tmp_path / "s.arpa").read_bytes() == paths["0"].read_bytes()
     capsys.readouterr()
     assert main(["ngram", "train", "--data", shakespeare_part, "--memory", "lots",
                  "--out", str(tmp_path / "x.arpa")]) != 0
     assert "--memory must be a size such as 512M" in capsys.readouterr().err
+
+
+def test_raw_text_asks_for_one_malloc_arena_before_any_thread(shakespeare_part, tmp_path,
+                                                             monkeypatch):
+    """``ngram train --memory`` on a raw text sets glibc's one arena before the child that
+    tokenizes it starts its threads: an arena made earlier is kept by the counting threads
+    with their freed blocks (17.5 M tokens of source code: 369 against 283 MB peak)."""
+    import keras_seq.commands.ngram as ngram_cmd
+
+    calls = []
+    monkeypatch.setattr(external, "one_malloc_arena", lambda: calls.append("arena"))
+    monkeypatch.setattr(ngram_cmd, "_prepare_apart",
+                        lambda *a, **k: (calls.append("prepare"), ngram_cmd._prepare(
+                            a[0], a[1], k))[0])
+    assert main(["ngram", "train", "--data", shakespeare_part, "--order", "2", "--memory",
+                 "1M", "--workers", "1", "--out", str(tmp_path / "a.arpa")]) == 0
+    assert calls[:2] == ["arena", "prepare"]
 
 
 def test_raw_text_is_streamed_and_gives_the_prepared_folders_arpa(shakespeare_part, tmp_path,
