@@ -266,6 +266,9 @@ def test_without_tensorflow_training_goes_on_and_tf_features_say_so(tmp_path, co
 # TensorFlow, in this process
 
 
+# slow (~14 s, two trainings with XLA); fast tier: test_mixed_float16_gets_loss_scaling and
+# tests/test_xla.py's fit with jit_compile
+@pytest.mark.slow
 def test_mixed_precision_and_jit_compile_are_recorded_and_kept_on_resume(tmp_path, corpus):
     run = tmp_path / "bf16"
     args = ["train", "lm", "--data", corpus, *LM_TINY, "--run-dir", str(run),

@@ -67,7 +67,9 @@ def straight(corpus_file, tmp_path_factory):
     return run
 
 
-@pytest.mark.parametrize("stop_after", [5, 11], ids=["epoch1-batch5", "epoch2-batch3"])
+# slow: a stop in the second epoch (the first is the fast tier's: the same resume path)
+@pytest.mark.parametrize("stop_after", [5, pytest.param(11, marks=pytest.mark.slow)],
+                         ids=["epoch1-batch5", "epoch2-batch3"])
 def test_budget_stop_mid_epoch_resumes_to_the_uninterrupted_weights(
         corpus_file, straight, tmp_path, monkeypatch, stop_after):
     run = tmp_path / "stopped"
