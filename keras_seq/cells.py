@@ -161,18 +161,22 @@ ALIASES = {"simple_rnn": "rnn"}
 
 
 def cells_for(shape: str | None = None, *, option: str | None = None,
-              comparisons: bool = True) -> tuple[str, ...]:
+              comparisons: bool = True, projects: bool | None = None) -> tuple[str, ...]:
     """The names of the cells ``shape`` offers (every row for None), in table order;
     ``option``: only those taking that constructor option; ``comparisons=False``: without
-    Keras's own layers.
+    Keras's own layers; ``projects``: only those with (True) or without (False) a
+    recurrent projection.
 
     >>> cells_for("lm", option="coupled_input_forget")
     ('lstm', 'lstmp')
+    >>> cells_for(projects=True)
+    ('lstmp', 'cifg_lstmp')
     """
     return tuple(name for name, spec in CELLS.items()
                  if (shape is None or shape in spec.shapes)
                  and (option is None or option in spec.options)
-                 and (comparisons or not spec.keras_own))
+                 and (comparisons or not spec.keras_own)
+                 and (projects is None or spec.projects == projects))
 
 
 def mirrored_cells() -> tuple[str, ...]:
@@ -213,10 +217,11 @@ class CellChoices(Sequence):
         return repr(cells_for(self.shape))
 
 
-def cell_spec(name: str, shape: str | None = None) -> CellSpec:
+def cell_spec(name: str, shape: str | None = None, owner: str | None = None) -> CellSpec:
     """The :class:`CellSpec` of ``name`` (or an alias); ``shape``: one that shape offers.
 
-    Raises ``ValueError`` saying what was received, what is expected and how to fix it.
+    Raises ``ValueError`` saying what was received, what is expected and how to fix it,
+    after ``"{owner}: "`` when an owner (the model or function asking) is named.
 
     >>> cell_spec("simple_rnn").name
     'rnn'
@@ -226,10 +231,11 @@ def cell_spec(name: str, shape: str | None = None) -> CellSpec:
     if spec is None or (shape is not None and spec.name not in names):
         where = f" for a {shape} model" if shape else ""
         example = "lstm" if "lstm" in names else names[0]
+        prefix = f"{owner}: " if owner else ""
         raise ValueError(
-            f"received cell={name!r}, an unknown cell{where}; expected one of "
-            f"{', '.join(names)} (keras_seq.cells.CELLS). Pass e.g. "
-            f"cell={example!r}, or register a new cell with one CELLS row.")
+            f"{prefix}received cell={name!r}, an unknown cell{where}; expected one of "
+            f"{', '.join(names)} (keras_seq.cells.CELLS). Pass e.g. cell={example!r}, or "
+            "register a new cell with one CELLS row.")
     return spec
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from keras_seq.cells import mirrored_cells
 from keras_seq.commands._bench import BenchCommand, Group, Option
 from keras_seq.commands._common import (
     add_config_args,
@@ -21,6 +22,10 @@ from keras_seq.tasks.lm.config import LMConfig
 LM_OPTIONS = ("variational_dropout", "embed_dropout", "weight_dropout", "lr_decay", "decay_start",
               "state_reset_prob")
 
+#: what --cells offers and compares by default: the feed-forward NPLM and every cell with a
+#: Keras built-in (keras_seq.benchmarks.lm.LM_MODELS, which loads Keras, says the same)
+LM_MODELS = ("nplm", *mirrored_cells())
+
 
 def options() -> list:
     return [
@@ -33,7 +38,7 @@ def options() -> list:
                choices=("word", "char", "subword")),
         Option("--min-count", number(int, AT_LEAST_1), 2,
                "word vocabulary cut-off; 2 puts <unk> in training (1 leaves it unseen)"),
-        Option("--cells", comma_list(("nplm", "rnn", "gru", "lstm")), "nplm,rnn,gru,lstm",
+        Option("--cells", comma_list(LM_MODELS), ",".join(LM_MODELS),
                "comma-separated: nplm (feed-forward), rnn, gru, lstm"),
         Option("--nplm-context", number(int, AT_LEAST_1), 4, "tokens the nplm row reads"),
         Option("--nplm-orders", None, "",
@@ -118,7 +123,7 @@ def run_lm_speed(args):
     from keras_seq.benchmarks.lm import SPEED_CELLS, format_speed, run_speed
 
     cells = tuple(c.strip() for c in args.cells.split(",") if c.strip())
-    if args.cells == "nplm,rnn,gru,lstm":  # the default: every cell with a built-in
+    if args.cells == ",".join(LM_MODELS):  # the default: every cell with a built-in
         cells = SPEED_CELLS
     sizes = dict(embed_dim=args.embed_dim, num_layers=args.num_layers, bptt=args.bptt,
                  batch_size=args.batch_size, budget=args.budget)
@@ -143,7 +148,7 @@ def run_lm_scaling(args):
     from keras_seq.benchmarks.scaling import format_scaling, run_scaling
 
     strategies = [x.strip() for x in args.strategy.split(",") if x.strip()]
-    recurrent = [c.strip() for c in args.cells.split(",") if c.strip() in ("rnn", "gru", "lstm")]
+    recurrent = [c.strip() for c in args.cells.split(",") if c.strip() in mirrored_cells()]
     cell = "lstm" if "lstm" in recurrent or not recurrent else recurrent[0]
     train_args = ["--data", args.data, "--split-ratio", args.split_ratio, "--tokenizer",
                   args.tokenizer, "--min-count", str(args.min_count), "--cell", cell,

@@ -12,7 +12,7 @@ name ``"simple_rnn"`` is read as ``"rnn"``.
 
 from __future__ import annotations
 
-from keras_seq.cells import CELLS, cell_spec
+from keras_seq.cells import cell_spec, cells_for
 
 
 def counted_cells() -> tuple[str, ...]:
@@ -22,7 +22,7 @@ def counted_cells() -> tuple[str, ...]:
     >>> counted_cells()
     ('rnn', 'gru', 'lstm', 'cifg')
     """
-    return tuple(name for name, spec in CELLS.items() if not spec.projects and not spec.keras_own)
+    return cells_for(comparisons=False, projects=False)
 
 
 def weight_shapes(cell_type, input_dim, units, use_bias=True, reset_after=True,
@@ -51,10 +51,7 @@ def weight_shapes(cell_type, input_dim, units, use_bias=True, reset_after=True,
     >>> weight_shapes("cifg_lstmp", 8, 4, proj_units=2)
     {'kernel': (8, 12), 'recurrent_kernel': (2, 12), 'bias': (12,), 'projection_kernel': (4, 2)}
     """
-    try:
-        spec = cell_spec(cell_type)
-    except ValueError as err:
-        raise ValueError(f"weight_shapes: cell_type: {err}") from None
+    spec = cell_spec(cell_type, owner="weight_shapes: cell_type")
     for name, value in (("input_dim", input_dim), ("units", units)):
         if not isinstance(value, int) or value <= 0:
             raise ValueError(
@@ -76,7 +73,7 @@ def weight_shapes(cell_type, input_dim, units, use_bias=True, reset_after=True,
         raise ValueError(
             f"weight_shapes: received proj_units={proj_units!r} for {cell_type!r}, which "
             f"has no projection; use one of "
-            f"{', '.join(n for n, s in CELLS.items() if s.projects)} or drop proj_units."
+            f"{', '.join(cells_for(projects=True))} or drop proj_units."
         )
     shapes = {"kernel": (input_dim, cols), "recurrent_kernel": (units, cols)}
     if use_bias:

@@ -152,10 +152,7 @@ class SequenceClassifier(BuildByCalling, BuiltBeforeTracing, keras.Model):
                  attention_units: int | None = None, dropout: float = 0.0,
                  residual: bool = False, **kwargs):
         super().__init__(**kwargs)
-        try:
-            spec = cell_spec(cell, "classify")
-        except ValueError as err:
-            raise ValueError(f"SequenceClassifier: {err}") from None
+        spec = cell_spec(cell, "classify", owner="SequenceClassifier")
         if pooling not in POOLINGS:
             raise ValueError(f"SequenceClassifier: received pooling={pooling!r}; expected one "
                              f"of {', '.join(POOLINGS)}, e.g. pooling='last'.")

@@ -95,10 +95,7 @@ class ConditionedLM(BuiltBeforeTracing, keras.Model):
                            ("condition_features", condition_features)):
             if value is not None:
                 positive(arg, value)
-        try:
-            spec = cell_spec(cell, "conditioned")
-        except ValueError as err:
-            raise ValueError(f"{name}: {err}") from None
+        spec = cell_spec(cell, "conditioned", owner=name)
         if mode not in MODES:
             raise ValueError(f"{name}: received mode={mode!r}; expected 'init' (condition "
                              "sets the initial state), 'input' (condition joins every input "

@@ -267,7 +267,7 @@ def _check_cell(cell, units, proj_units, coupled_input_forget) -> None:
             raise ValueError(f"proj_units must be a positive integer ≤ units={units}, "
                              f"got {proj_units!r}; the projection maps the units down")
     elif proj_units is not None:
-        projected = [name for name in cells_for("lm") if cell_spec(name).projects]
+        projected = cells_for("lm", projects=True)
         raise ValueError(f"proj_units is for {' or '.join(f'cell={n!r}' for n in projected)} "
                          f"only, got cell={cell!r} with proj_units={proj_units}; use cell="
                          f"{projected[0]!r} or drop proj_units")

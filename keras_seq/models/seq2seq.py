@@ -69,16 +69,14 @@ class AttentionDecoderCell(keras.layers.Layer):
     def __init__(self, units, memory_dim, cell="gru", attention="bahdanau",
                  attention_units=None, **kwargs):
         super().__init__(**kwargs)
-        try:
-            spec = cell_spec(cell, "seq2seq")
-        except ValueError as err:
-            raise ValueError(f"AttentionDecoderCell: {err}") from None
+        spec = cell_spec(cell, "seq2seq", owner="AttentionDecoderCell")
         if attention not in ATTENTIONS:
             raise ValueError(f"AttentionDecoderCell: received attention={attention!r}; "
                              f"expected one of {', '.join(ATTENTIONS)}.")
         self.units = units
         self.memory_dim = memory_dim
         self.cell_type = cell
+        self.num_states = len(spec.states)  # h, or h and c
         self.attention_type = attention
         self.attention_units = attention_units or max(1, units // 4)
         self.cell = spec.cell_cls(units, **spec.kwargs, name=f"{cell}_cell")
@@ -87,10 +85,6 @@ class AttentionDecoderCell(keras.layers.Layer):
         self.state_size = self.cell.state_size
         self.output_size = units + memory_dim
         object.__setattr__(self, "_memory", None)
-
-    @property
-    def num_states(self) -> int:
-        return len(cell_spec(self.cell_type).states)  # h, or h and c
 
     def build(self, input_shape):
         embed_dim = input_shape[-1]
@@ -200,10 +194,7 @@ class Seq2Seq(GradNormLogs, BuiltBeforeTracing, keras.Model):
                  bidirectional=True, attention="bahdanau", attention_units=None, dropout=0.0,
                  max_source_len=64, max_target_len=64, **kwargs):
         super().__init__(**kwargs)
-        try:
-            spec = cell_spec(cell, "seq2seq")
-        except ValueError as err:
-            raise ValueError(f"Seq2Seq: {err}") from None
+        spec = cell_spec(cell, "seq2seq", owner="Seq2Seq")
         if attention not in ATTENTIONS:
             raise ValueError(f"Seq2Seq: received attention={attention!r}; expected "
                              f"{' or '.join(ATTENTIONS)}.")

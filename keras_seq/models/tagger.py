@@ -24,10 +24,7 @@ from keras_seq.models._build import BuildByCalling, BuiltBeforeTracing, logits_d
 
 def _check_cell(cell: str):
     """The registry row of ``cell``, one the ``tag`` shape offers."""
-    try:
-        return cell_spec(cell, "tag")
-    except ValueError as err:
-        raise ValueError(f"SequenceTagger: {err}") from None
+    return cell_spec(cell, "tag", owner="SequenceTagger")
 
 
 def tagger_param_count(vocab_size: int, num_tags: int, embed_dim: int = 64, units: int = 128,

@@ -187,7 +187,7 @@ class LMConfig(TrainConfig):
                 problems.append(f"cell {self.cell!r} needs proj_units (the projection size, "
                                 f"≤ units={self.units}), e.g. proj_units={max(1, self.units // 4)}")
         elif not projects:
-            projected = [name for name in cells_for("lm") if CELLS[name].projects]
+            projected = cells_for("lm", projects=True)
             problems.append(f"proj_units is for cell {' or '.join(map(repr, projected))} only "
                             f"(got cell {self.cell!r} with proj_units={self.proj_units}); use "
                             f"--cell {projected[0]} or drop --proj-units")
